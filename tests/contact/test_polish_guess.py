@@ -12,8 +12,8 @@ import sparsedyn as sd
 from conftest import rounding_bound
 from sparsedyn.contact import friction_polish as fp
 from sparsedyn.contact.friction import ContactStepWarning
-from sparsedyn.contact.polish_guess import (NEAR, PAIR, SLIP_ERROR, SWAP_SHARE, closing_guess, merge_guess,
-                                            swap_guess)
+from sparsedyn.contact.polish_guess import (NEAR, PAIR, SLIP_ERROR, SWAP_SHARE, answer_closing_guess, closing_guess,
+                                            merge_guess, swap_guess)
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
 from test_friction_polish import _coulomb, box_polish_stage
@@ -56,6 +56,51 @@ def test_an_open_contact_that_closes_is_guessed_closed_sticking_or_sliding():
     tiny = closing_guess(Gm, Z, np.array([[0, 0, -1e-6]] * 5), np.ones(5), 1e-6, mu)
     assert np.array_equal(tiny[[0, 1, 4]], np.zeros((3, 3)))
 
+
+
+def test_an_answers_open_contact_that_closes_is_closed_however_little_it_carries():
+    """A polish's answer, contacts uncoupled (``G = I``: each contact's impulse stops its own free
+    velocity ``g``): contact 0 closed (``n = 1``), contact 1 open and closing at ``u_n = -1e-8``, whose
+    solution impulse ``1e-8`` is below ``OPEN`` of the largest (``1e-6``), so :func:`closing_guess` and the
+    polish's modes read it open, and the answer is rejected by the stopping test (its dual residual
+    ``1e-8`` against ``tol`` times the velocity scale 1).  :func:`answer_closing_guess` closes it
+    (sticking, its impulse at least ``2 OPEN`` of the largest, so read closed), and the polish from that
+    guess is the solution, ``lambda_1 = (0, 0, 1e-8)`` with ``u = 0``, accepted.  Contact 2, open, closing
+    slower than the answer's own error (closed contact 3's ``|u_n| = 2e-8``), and contact 4, open and
+    closing beside its closed near-duplicate 5 (that is :func:`swap_guess`'s), stay open; a separating one
+    (6) and one without rows (7) too."""
+    nc, tol = 8, 1e-10
+    Gm = np.eye(3 * nc)
+    Gm[3 * 7:3 * 7 + 3, 3 * 7:3 * 7 + 3] = 0.0                       # contact 7: no rows
+    c = np.cos(0.01)
+    Gm[3 * 4 + 2, 3 * 5 + 2] = Gm[3 * 5 + 2, 3 * 4 + 2] = c           # 4 and 5: near-duplicates
+    assert c > 1.0 - NEAR
+    active = (np.diagonal(Gm)[2::3] > 0).astype(float)
+    Z = np.zeros((nc, 3))
+    Z[0, 2], Z[3, 2], Z[5, 2] = 1.0, 0.5, 0.25
+    u = np.zeros((nc, 3))
+    u[1, 2], u[2, 2], u[3, 2], u[4, 2], u[6, 2], u[7, 2] = -1e-8, -1e-8, 2e-8, -1e-3, 1e-3, -1e-3
+    out = answer_closing_guess(Gm, Z, u, active, fp.OPEN)
+    want = Z.copy()
+    assert np.array_equal(out, Z)                                    # the answer's error 2e-8: nothing closes
+    u[3, 2] = 0.0                                                    # an exact answer (error 0): 1 and 2 close
+    out = answer_closing_guess(Gm, Z, u, active, fp.OPEN)
+    want[1, 2] = want[2, 2] = 2.0 * fp.OPEN
+    assert np.array_equal(out, want)
+    assert np.array_equal(closing_guess(Gm, Z, u, active, fp.OPEN, np.full(nc, 0.5))[[1, 2]], np.zeros((2, 3)))
+    # the polish on two uncoupled contacts: from the answer with 1 open, rejected; from the guess, the solution
+    g = np.array([0.0, 0.0, -1.0, 0.0, 0.0, -1e-8])
+    G2, mu2, act2 = np.eye(6), np.full(2, 0.5), np.ones(2)
+    z = np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    bound = rounding_bound(4, 1.0 / fp.EPS)
+    lam, un, _, _, _, ok, conv = fp.polished(G2, g, mu2, z, 1.0, act2, 1.0, 1.0, tol)
+    assert np.abs(lam - z).max() <= bound and lam[5] == 0.0 and un[5] == -1e-8 and conv == 0.0
+    guess = answer_closing_guess(G2, lam.reshape(2, 3), un.reshape(2, 3), act2, fp.OPEN).reshape(6)
+    assert np.abs(guess - [0.0, 0.0, 1.0, 0.0, 0.0, 2.0 * fp.OPEN * lam[2]]).max() <= bound * fp.OPEN
+    lam, un, _, _, _, ok, conv = fp.polished(G2, g, mu2, guess, 1.0, act2, 1.0, 1.0, tol)
+    assert conv == 1.0
+    assert np.abs(lam[:5] - [0.0, 0.0, 1.0, 0.0, 0.0]).max() <= bound and abs(lam[5] - 1e-8) <= bound * 1e-8
+    assert np.abs(un).max() <= tol
 
 
 def _gram(normals):

@@ -43,11 +43,14 @@ or velocity (talos on the floor: accepted from ADMM's iteration 16 in one polish
 modes come back from each answer, so repeated polishes also correct ADMM's modes (the perturbed
 humanoid's slowest states: a nearly redundant pair of capsule contacts, both sliding in ADMM's
 iterate for hundreds of iterations, one sticking and one open in the answer).  An answer's open
-contact is read open whatever its velocity, except beside a closed near-duplicate (the same body's
-points millimetres apart) where its velocity closes it: the next step moves the load to it
+contact that its velocity closes faster than the answer's own error is closed for the next step:
+beside a closed near-duplicate (the same body's points millimetres apart) by moving the load to it
 (:func:`~sparsedyn.contact.polish_guess.swap_guess`; talos fallen onto a box: in each group of near
 duplicates one carries the load and the others touch at zero impulse, and a repeated polish whose
-modes pick the wrong one stalls with it penetrating); and a round's first polish, from ADMM's iterate,
+modes pick the wrong one stalls with it penetrating), else by guessing it closed however little it
+carries (:func:`~sparsedyn.contact.polish_guess.answer_closing_guess`: the dm_control humanoid lying
+with its limits held, an elbow's stop closing at 7e-8 m/s, its impulse 1e-7 of the largest, below
+what the modes read as closed); and a round's first polish, from ADMM's iterate,
 which spreads a group's load over its members (pairs sliding with opposite friction), starts with each
 group's closed impulses on the member that carries most
 (:func:`~sparsedyn.contact.polish_guess.merge_guess`).  The work per Newton
@@ -95,7 +98,7 @@ from .. import backend as bk
 from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _mv_sym, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
-from .polish_guess import answer_error, closing_guess, merge_guess, swap_guess
+from .polish_guess import answer_closing_guess, answer_error, closing_guess, merge_guess, swap_guess
 
 __all__ = []
 
@@ -506,9 +509,10 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0):
     the one that carries more (``merge_guess``'s ``opposed``), then the load of a closed contact moved to
     the open near-duplicate that its velocity closes fastest, shared where that one was opened by the
     last step's swap (``back`` (nc,) 1) and the pair closes
-    (:func:`~sparsedyn.contact.polish_guess.swap_guess`), then (``weight`` 1) each open contact that its
-    velocity closes guessed closed, sticking or sliding
-    (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
+    (:func:`~sparsedyn.contact.polish_guess.swap_guess`), each open contact that the answer's velocity
+    closes beyond its error guessed closed (:func:`~sparsedyn.contact.polish_guess.answer_closing_guess`),
+    then (``weight`` 1, in its stead) each open contact that its velocity closes guessed closed, sticking
+    or sliding (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
     nc, m = lay.nc, lay.m
     Z = z.reshape(nc, 3)
     active = _active(G, lay.normal)
@@ -519,6 +523,7 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0):
     Z = Z + swap * (swap_guess(G, Z, u, active, OPEN, back) - Z)
     out = swap * closed * (1.0 - _step(Z[:, 2] - OPEN * _vmax(_abs(Z))))
     Z = Z + swap * (_sticking(Z, u, mu, answer_error(Z, u, active, OPEN)) - Z)
+    Z = Z + swap * (1.0 - weight) * (answer_closing_guess(G, Z, u, active, OPEN) - Z)
     return (Z + weight * (closing_guess(G, Z, u, active, OPEN, mu) - Z)).reshape(m), out
 
 
