@@ -81,7 +81,7 @@ __all__ = ["closing_guess", "answer_closing_guess", "swap_guess", "merge_guess",
 SLIP_ERROR = 2.0
 
 
-def closing_guess(G, Z, u, active, open_fraction, mu, only=1.0):
+def closing_guess(G, Z, u, active, open_fraction, mu):
     """The iterate ``Z`` (nc, 3) with each open contact that its velocity ``u`` (nc, 3) closes given the
     normal impulse ``lambda_n`` that stops it alone and no friction (sticking), or where its rows cannot
     stop its tangential velocity within its cone (``|u_t| > mu lambda_n k``, ``k`` the largest eigenvalue
@@ -94,7 +94,7 @@ def closing_guess(G, Z, u, active, open_fraction, mu, only=1.0):
     gnn = np.diagonal(G)[2::3]
     floor = open_fraction * _vmax(_abs(Z))
     ln = _relu(-u[:, 2]) / (_relu(gnn) + _TINY)
-    closes = only * active * _step(floor - Z[:, 2]) * (1.0 - _step(floor - ln))
+    closes = active * _step(floor - Z[:, 2]) * (1.0 - _step(floor - ln))
     a, b, e = np.diagonal(G)[0::3], np.diagonal(G)[1::3], np.diagonal(G, 1)[0::3]
     k = 0.5 * (a + b) + bk.sqrt(0.25 * (a - b) * (a - b) + e * e)
     slip = bk.sqrt(u[:, 0] * u[:, 0] + u[:, 1] * u[:, 1])
@@ -115,7 +115,8 @@ def answer_closing_guess(G, Z, u, active, open_fraction):
     so such a contact is a mode the answer missed, not ADMM's error: a contact that carries almost
     nothing, whose impulse :func:`closing_guess` (and the polish's modes) would read open (a limp arm
     resting at its joint's limit: its stop closing at 7e-8 m/s, an impulse of 1e-7 of the largest,
-    which the stopping test does not forgive).  Arguments as :func:`closing_guess`."""
+    which the stopping test does not forgive).  ``G``, ``active``, ``open_fraction`` as
+    :func:`closing_guess`."""
     gnn, near = _near(G, Z)
     floor = open_fraction * _vmax(_abs(Z))
     closed = active * _step(Z[:, 2] - floor)
