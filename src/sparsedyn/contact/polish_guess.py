@@ -34,8 +34,8 @@ little it carries: a contact whose impulse in the solution is below what the mod
 (the polish's ``OPEN`` of the largest) is otherwise open in every answer, whose velocity then fails
 the stopping test by its closing (the dm_control humanoid lying with its limits held: an elbow at
 its stop carrying 1e-7 of the largest impulse, closing at 7e-8 m/s in the answers: a round of three
-polishes rejected and 21 ADMM iterations, against the round's second polish accepted at iteration 7
-with the guess).
+polishes rejected and the step's 21 iterations, against 7 with the guess, whose round's second polish
+is accepted).
 
 Beside a closed near-duplicate (two points of one body millimetres apart, their normal rows of ``G``
 nearly parallel) an open contact that closes is not closed as well: the mode system of the pair is
