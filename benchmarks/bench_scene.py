@@ -40,7 +40,9 @@ minimum is robust where a median swings), of
   as many steps from that state with its joints' springs and dampers switched off (as ours without
   ``passive=True``), and where the model has springs or dampers (the humanoid's) both rollouts with them
   (ours with ``passive=True`` beside MuJoCo's with ``mjDSBL_EULERDAMP``, ours with ``passive="implicit"``
-  beside MuJoCo's default Euler);
+  beside MuJoCo's default Euler); and a rollout of 400 steps from that state (one run: a trajectory's
+  states, not one), per step, beside MuJoCo's limp rollout of as many, with the solver's iterations along
+  it;
 * the collision kernel on a batch of 1000 states (the joints moved a little; the batch runtime's
   threads) beside a loop of ``mj_kinematics`` + ``mj_collision`` over the same states;
 * ``sd.contact_step_derivatives`` (the step and its derivatives) beside ``sd.contact_step`` at the same
@@ -83,6 +85,8 @@ from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
 BATCH = 1000
 ROLLOUT = 20
+#: steps of the long rollout row (one run each: its steps are what a trajectory meets, not one state)
+LONG = 400
 #: at least this many rollouts timed (the fastest kept)
 ROLLOUT_RUNS = 10
 BOX = """<mujoco><option timestep="0.001"/><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
@@ -354,6 +358,8 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, sto
         ratio = f"{times[k] / t:7.1f}" if t else ""
         cpu = f"   (cpu {rollout_cpu:.1f} us)" if k.startswith("rollout") else ""
         print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}{cpu}")
+    if rollout:
+        _long_rollout_row(m, d, model, q, v, tau, dt)
     _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat)
     if batch_step:
         moved = (qpos_batch, np.repeat(qvel[None], BATCH, 0))
@@ -387,6 +393,39 @@ def collide_rows(name, xml_path, xml, settle, repeat, stops=False):
                   f"{mj:7.1f} us {ours / mj:7.1f}")
     with sd.use_backend("numpy"):
         print(f"  {'  collide on the NumPy road':40s} {best_us(lambda: sd.collide(scene, q), repeat):8.1f} us")
+
+
+def _long_rollout_row(m, d, model, q, v, tau, dt):
+    """``sd.rollout`` of :data:`LONG` steps from the settled state (no torque) beside MuJoCo's limp rollout
+    of as many (its joints' springs and dampers off, its last solution the first warm start): one timed
+    run each, per step, with the solver's iterations over the trajectory (mean, the most, the steps
+    that ran past the ADMM budget: those warn) and how far each trajectory's joints moved.  Ours in a
+    scene of its own (a trajectory grows its scene's slot layout, which the other rows' states do not
+    need), timed on a second scene after a first run that builds the slot counts the trajectory needs
+    (the same steps: each scene starts from the same layout)."""
+    flags, d2 = m.opt.disableflags, mujoco.MjData(m)
+    off = mujoco.mjtDisableBit
+    m.opt.disableflags = flags | int(off.mjDSBL_SPRING | off.mjDSBL_DAMPER)
+    d2.qpos[:], d2.qvel[:], d2.qacc_warmstart[:] = d.qpos, d.qvel, d.qacc_warmstart
+    t = time.perf_counter()
+    for _ in range(LONG):
+        mujoco.mj_step(m, d2)
+    mj = (time.perf_counter() - t) / LONG * 1e6
+    m.opt.disableflags = flags
+    with warnings.catch_warnings(record=True) as caught, sd.use_backend("native", deterministic=True):
+        warnings.simplefilter("ignore", sd.ContactStepWarning)
+        sd.rollout(model, q, v, tau, sd.Scene(model), dt, LONG)                   # (builds)
+        warnings.simplefilter("always", sd.ContactStepWarning)
+        t = time.perf_counter()
+        r = sd.rollout(model, q, v, tau, sd.Scene(model), dt, LONG)
+        ours = (time.perf_counter() - t) / LONG * 1e6
+    it = np.asarray(r.iterations)
+    moved = (np.abs(r.q[-1][7:] - q[7:]).max(initial=0.0), np.abs(d2.qpos[7:] - d.qpos[7:]).max(initial=0.0))
+    late = sum(issubclass(w.category, sd.ContactStepWarning) for w in caught)
+    print(f"  {f'rollout, per step ({LONG} steps, one run)':40s} {ours:8.1f} us   {'mj rollout, limp':17s} {mj:7.1f} us "
+          f"{ours / mj:7.1f}")
+    print(f"    iterations mean {it.mean():.1f}, most {it.max()}, steps past the budget (warned) {late}; the "
+          f"joints moved at most {moved[0]:.2f} rad over it (MuJoCo's {moved[1]:.2f})")
 
 
 def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat):
