@@ -117,12 +117,8 @@ def answer_closing_guess(G, Z, u, active, open_fraction):
     resting at its joint's limit: its stop closing at 7e-8 m/s, an impulse of 1e-7 of the largest,
     which the stopping test does not forgive).  ``G``, ``active``, ``open_fraction`` as
     :func:`closing_guess`."""
-    gnn, near = _near(G, Z)
-    floor = open_fraction * _vmax(_abs(Z))
-    closed = active * _step(Z[:, 2] - floor)
-    err = answer_error(Z, u, active, open_fraction)
-    closes = active * (1.0 - closed) * (1.0 - _step(near @ closed - 0.5)) * (1.0 - _step(err + u[:, 2]))
-    ln = _relu(-u[:, 2]) / (gnn + _TINY)
+    _, near, floor, closed, ln, beyond = _answer_reading(G, Z, u, active, open_fraction)
+    closes = beyond * (1.0 - _step(near @ closed - 0.5))
     ln = ln + _relu(2.0 * floor - ln)
     local = np.stack([0.0 * ln, 0.0 * ln, ln], 1)
     return Z + closes[:, None] * (local - Z)
@@ -194,12 +190,8 @@ def swap_guess(G, Z, u, active, open_fraction, back=0.0):
     every closed contact's normal velocity, which the answer's modes ask to be zero, is off (the
     answer's own error; talos fallen onto a box: a pair's closing of 1.5e-6 m/s beside answers off by
     1e-4 m/s, a swap on which sent the polishes round a cycle of two pairs' choices)."""
-    gnn, near = _near(G, Z)
-    floor = open_fraction * _vmax(_abs(Z))
-    closed = active * _step(Z[:, 2] - floor)
-    ln = _relu(-u[:, 2]) / (gnn + _TINY)
-    err = answer_error(Z, u, active, open_fraction)
-    closes = active * (1.0 - closed) * (1.0 - _step(floor - ln)) * (1.0 - _step(err + u[:, 2]))
+    gnn, near, floor, closed, ln, beyond = _answer_reading(G, Z, u, active, open_fraction)
+    closes = beyond * (1.0 - _step(floor - ln))
     W = near * closes[:, None] * closed[None, :]                    # W[j, i]: j may take i's load
     # the fastest closing of the candidates (an open contact beside a closed near-duplicate)
     speed = _relu(-u[:, 2]) / (bk.sqrt(gnn) + _TINY) * _step(np.sum(W, 1) - 0.5)
@@ -207,6 +199,21 @@ def swap_guess(G, Z, u, active, open_fraction, back=0.0):
     F = W * (1.0 + np.reshape(back, (-1, 1)) * (_pair_share(G, Z, u, gnn) - 1.0))     # F[j, i]: j's share of i's
     taken = _relu(1.0 - _relu(1.0 - np.sum(F, 0)))                  # what each closed contact gives, at most all
     return Z * (1.0 - taken)[:, None] + F @ Z
+
+
+def _answer_reading(G, Z, u, active, open_fraction):
+    """``(gnn, near, floor, closed, ln, beyond)`` of a polish's answer ``Z`` (nc, 3) and its velocities
+    ``u`` (nc, 3), as :func:`swap_guess` and :func:`answer_closing_guess` read it: :func:`_near`'s
+    ``gnn`` and ``near``, the impulse below which a contact is open (``open_fraction`` of the largest),
+    1 for each closed contact, the normal impulse ``-u_n / G_nn`` that stops each alone (0 where it
+    separates), and 1 for each open contact with rows that closes faster than the answer's own error
+    (:func:`answer_error`); ``G``, ``active`` as :func:`closing_guess`."""
+    gnn, near = _near(G, Z)
+    floor = open_fraction * _vmax(_abs(Z))
+    closed = active * _step(Z[:, 2] - floor)
+    ln = _relu(-u[:, 2]) / (gnn + _TINY)
+    err = answer_error(Z, u, active, open_fraction)
+    return gnn, near, floor, closed, ln, active * (1.0 - closed) * (1.0 - _step(err + u[:, 2]))
 
 
 def _pair_share(G, Z, u, gnn):
