@@ -235,6 +235,32 @@ def test_an_open_contact_gets_no_impulse():
     assert max(cone, closing, sticking, oppose) <= TOL * vs and separating <= TOL * ls * vs
 
 
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_a_frictionless_contact_that_does_not_slip_at_the_iterate_gets_no_friction(seed):
+    """A frictionless contact (``mu = 0``: sliding whenever closed) beside a sticking one, from an
+    iterate at which it does not slip (its tangential velocity zero: no direction and no Newton's
+    compliance across it).  Its tangential impulses are no unknowns: the answer is the solution built
+    here, the frictionless contact pressed (``lambda = (0, 0, 1)``) while it slides at ``(0.3, -0.2)``,
+    the other sticking at ``(0.1, 0, 1)``, accepted in one polish (held as a velocity target instead,
+    its friction would be what stops the slip, and the cone's projection would undo it)."""
+    Gm, mu = _spd(seed, 6), np.array([0.0, 0.5])
+    want, slip = np.array([0.0, 0.0, 1.0, 0.1, 0.0, 1.0]), np.array([0.3, -0.2, 0.0, 0.0, 0.0, 0.0])
+    g = slip - Gm @ want
+    # the iterate: the sticking contact's friction (0.1, 0); the two normal impulses where the first does not slip
+    a, c = np.linalg.solve(Gm[:2][:, [2, 5]], -(g[:2] + Gm[:2, 3:5] @ np.array([0.1, 0.0])))
+    z = np.array([0.0, 0.0, a, 0.1, 0.0, c])
+    op, stick, slide, _ = fp.modes(z.reshape(2, 3), mu, np.ones(2))
+    assert list(op) == [0, 0] and list(stick) == [0, 1] and list(slide) == [1, 0]
+    assert np.abs((Gm @ z + g)[:2]).max() <= rounding_bound(6, np.linalg.cond(Gm)) * 10 * np.abs(g).max()
+    out, u, res, ls, vs, ok, conv = fp.polished(Gm, g, mu, z, 1.0, np.ones(2), np.abs(g).max(), Gm.diagonal().max(),
+                                                TOL)
+    assert conv == 1.0
+    assert np.all(out[:2] == 0.0)
+    bound = _refine_bound(Gm[[2, 3, 4, 5]][:, [2, 3, 4, 5]], 1.0) * 10
+    assert np.abs(out - want).max() <= bound
+    assert np.abs(u - slip).max() <= bound * np.abs(Gm).max()
+
+
 def test_redundant_corners_get_the_least_norm_impulses():
     """A box resting on its four corners (``G`` singular: only the resultant is fixed): the polish gives
     the least-norm answer, ``G^+`` (NumPy's pseudo-inverse) of the sticking system, to the bias its

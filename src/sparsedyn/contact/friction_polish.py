@@ -23,7 +23,10 @@ unknown ``lambda_n`` in the contact's tangential rows (not a value from the last
 talos fallen onto a box, eight sliding contacts at ``mu = 1``, the repeated symmetric solve is a map
 of spectral radius 1.5, which diverges even from the answer); across it ``u_phi + w lambda_phi = 0``,
 ``w = |u_t| / (mu lambda_n)`` (the turn of the direction under a change of ``u_phi``).  The
-unknowns are the sticking contacts' three rows and the sliding contacts' ``phi`` and normal rows.
+unknowns are the sticking contacts' three rows and the sliding contacts' ``phi`` and normal rows (a
+frictionless contact's normal row alone: its tangential impulses are zero, where at zero slip, ``w = 0``,
+its ``phi`` row would hold its velocity with friction it does not have: the dm_control humanoid's
+frictionless self-contacts, whose every polish was then undone by the cones' projection).
 The symmetric part ``D G D + (I - D) + W`` (``G`` in the sliding axes, ``D`` 1 on the unknowns'
 rows, ``W`` the ``w`` on the ``phi`` rows) plus ``eps I`` (``eps = EPS s``, ``s`` the scale of ``G``)
 is inverted once (Cholesky; where ``G = Z Z^T`` has many more rows than joints, ``Z`` (m, nv), by
@@ -246,7 +249,9 @@ def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
     speed = _relu(-(theta[:, 0] * u[:, 0] + theta[:, 1] * u[:, 1]))
     w = slide * speed / (mu * _relu(Z[:, 2]) + _TINY)
     w = w - _relu(w - scale / EPS)
-    d = np.stack([stick, stick + slide, stick + slide], 1).reshape(m)
+    # a frictionless contact's tangential impulses are zero, not unknowns: at zero slip its phi row, with no
+    # compliance, would be a velocity target that friction it does not have meets
+    d = np.stack([stick, stick + slide * _step(mu - _TINY), stick + slide], 1).reshape(m)
     Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
     gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
     return d, np.stack([0.0 * w, w, 0.0 * w], 1).reshape(m), c, s, Rt, gr, slide, op
