@@ -463,6 +463,41 @@ def test_a_round_past_its_budget_goes_on_only_while_it_converges():
     assert run(1000.0, 100.0, r / fp.CONVERGING * 0.99)[1] == 0.0  # paid: on, gain or not (within REPEATS)
 
 
+def test_every_other_round_merges_near_duplicates_and_a_warm_start_never():
+    """:func:`~sparsedyn.contact.friction_polish.merges`: 1 on rounds 0, 2, ..., 8 of ADMM's iterates, 0 on
+    the odd ones and on a warm start's round.  On the box's four corners and a fifth point 1 mm from the
+    first (a near-duplicate), from an iterate sharing that corner's load 0.6 : 0.4 (a tolerance no polish
+    meets, 1e-300): a merged round's answer puts it on the corner, the fifth point open (0 exactly) and each
+    corner ``m g dt / 4`` (the least-norm answer of four corners); a round between, and a warm start's,
+    keep both closed, the fifth carrying a share, the five loads summing to ``m g dt``."""
+    assert [float(fp.merges(float(r), 0.0)) for r in range(fp.ROUNDS + 1)] == [1.0, 0.0] * (fp.ROUNDS // 2) + [1.0]
+    assert float(fp.merges(0.0, 1.0)) == 0.0 and float(fp.merges(2.0, 1.0)) == 0.0
+    from sparsedyn.contact.friction_kernel import _pieces
+    from sparsedyn.contact.friction_problem import contact_slots
+    slots = contact_slots(MODEL, corners() + [sd.Contact("box", "3d", friction=MU, point=(-H + 1e-3, -H, -H))])
+    settings = np.array([DT, 1e-300, 300.0, 1e4, 0.005])
+    inputs = [Q0, Z, Z, settings, np.zeros((len(slots.frames), 3)), slots.data]
+    init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
+    lay = stages[0].args[0]
+    K, S0 = init(*inputs)
+    S0 = stages[-1](*inputs, K, S0)[0]                            # G: the last stage
+    load = MASS * G * DT
+    z = np.zeros((lay.nc, 3))
+    z[:4, 2], z[0, 2], z[4, 2] = load / 4, 0.6 * load / 4, 0.4 * load / 4
+
+    def answer(it, rounds):
+        S = S0.copy()
+        S[lay.S["it"]], S[lay.S["rounds"]], S[lay.S["z"]] = it, rounds, z.reshape(-1)
+        return stages[3](*inputs, K, S)[0][lay.S["pz"]].reshape(lay.nc, 3)
+    tol = rounding_bound(lay.m, 1.0 / fp.EPS) * 10 * load
+    for rounds in (0.0, 2.0):
+        lam = answer(100.0, rounds)
+        assert lam[4, 2] == 0.0 and np.abs(lam[:4, 2] - load / 4).max() <= tol
+    for it, rounds in ((100.0, 1.0), (0.0, 0.0)):
+        lam = answer(it, rounds)
+        assert lam[4, 2] > 0.1 * load / 4 and abs(lam[:5, 2].sum() - load) <= tol
+
+
 def test_a_polish_of_many_rows_runs_one_newton_step_a_stage_run():
     """Past 64 rows a polish is two Newton steps (:func:`~sparsedyn.contact.friction_polish.newton_steps`),
     one a run of the polish stage (its compiled program holds one step): on a box resting on 24 points

@@ -53,10 +53,11 @@ duplicates one carries the load and the others touch at zero impulse, and a repe
 modes pick the wrong one stalls with it penetrating), else by guessing it closed however little it
 carries (:func:`~sparsedyn.contact.polish_guess.answer_closing_guess`: the dm_control humanoid lying
 with its limits held, an elbow's stop closing at 7e-8 m/s, its impulse 1e-7 of the largest, below
-what the modes read as closed); and a round's first polish, from ADMM's iterate,
+what the modes read as closed); and the first polish of every other round, from ADMM's iterate,
 which spreads a group's load over its members (pairs sliding with opposite friction), starts with each
 group's closed impulses on the member that carries most
-(:func:`~sparsedyn.contact.polish_guess.merge_guess`).  The work per Newton
+(:func:`~sparsedyn.contact.polish_guess.merge_guess`; the others from the iterate as it is: :func:`merges`).
+The work per Newton
 step is the inverse (``m^3``; Woodbury's: ``m nv^2``), the product of its normal rows with the held
 friction's columns (``m nc^2``; ``nv^2 nc``) and the solves (``4 m^2`` each; ``m^2 + 2 m nv``),
 against an ADMM iteration's ``m^2``; the rotation into the sliding axes and the masks are block products
@@ -249,8 +250,7 @@ def _newton_system(G, g, mu, z, scale, active, direction, sl=None):
     speed = _relu(-(theta[:, 0] * u[:, 0] + theta[:, 1] * u[:, 1]))
     w = slide * speed / (mu * _relu(Z[:, 2]) + _TINY)
     w = w - _relu(w - scale / EPS)
-    # a frictionless contact's tangential impulses are zero, not unknowns: at zero slip its phi row, with no
-    # compliance, would be a velocity target that friction it does not have meets
+    # a frictionless contact's tangential impulses are zero, not unknowns (the module docstring)
     d = np.stack([stick, stick + slide * _step(mu - _TINY), stick + slide], 1).reshape(m)
     Rt = _diagonal_blocks([[c, s, 0], [-s, c, 0], [0, 0, 1.0]], c)
     gr = _axes(g.reshape(nc, 3), c, s).reshape(m)
@@ -455,7 +455,7 @@ def polish_stage(lay, *X):
     # last step's, its velocities this step's, so an open contact that closes is guessed closed (not on
     # ADMM's iterates, whose velocities carry ADMM's error: there z's open contacts are the better guess)
     warm = _step(0.5 - S["it"][0])
-    z, out = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"])
+    z, out = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"], merges(S["rounds"][0], warm))
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv, nxt, rn = polished(G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal),
                                                       K["gmax"][0], K["dmax"][0], tol, slots=lay.slots(K), steps=1,
@@ -505,11 +505,11 @@ def polish_stage(lay, *X):
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
 
 
-def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0):
+def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0, merge=1.0):
     """``(z, out)``: the iterate ``z`` (m,) that a polish starts from, and the contacts (nc,) that its swap
     opened: (``swap`` 0: a round's first, from ADMM's
-    iterate or a warm start) the impulse of each closed contact given to its closed near-duplicates that
-    carry more (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last
+    iterate or a warm start) where ``merge`` (:func:`merges`), the impulse of each closed contact given to its
+    closed near-duplicates that carry more (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last
     answer) the load of a pair of one body's contacts sliding with opposed frictions (a squeeze) given to
     the one that carries more (``merge_guess``'s ``opposed``), then the load of a closed contact moved to
     the open near-duplicate that its velocity closes fastest, shared where that one was opened by the
@@ -521,7 +521,7 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0):
     nc, m = lay.nc, lay.m
     Z = z.reshape(nc, 3)
     active = _active(G, lay.normal)
-    Z = Z + (1.0 - swap) * (merge_guess(G, Z, active, OPEN) - Z)
+    Z = Z + (1.0 - swap) * merge * (merge_guess(G, Z, active, OPEN) - Z)
     Z = Z + swap * (merge_guess(G, Z, active, OPEN, (mu, STICK)) - Z)
     u = (_mv_sym(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
     closed = _step(Z[:, 2] - OPEN * _vmax(_abs(Z)))
@@ -530,6 +530,15 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0):
     Z = Z + swap * (_sticking(Z, u, mu, answer_error(Z, u, active, OPEN)) - Z)
     Z = Z + swap * (1.0 - weight) * (answer_closing_guess(G, Z, u, active, OPEN) - Z)
     return (Z + weight * (closing_guess(G, Z, u, active, OPEN, mu) - Z)).reshape(m), out
+
+
+def merges(rounds, warm):
+    """1 where a round's first polish puts each group of near-duplicates' load on one member
+    (:func:`~sparsedyn.contact.polish_guess.merge_guess`), else 0: every other round of ADMM's iterates
+    (``rounds`` even), never a warm start's (``warm`` 1: the last step's solution, its shares a solution's).
+    The solution may put the load ADMM spreads on one member (talos fallen onto a box: a sole's corners
+    millimetres apart) or share it (the dm_control humanoid's foot: its two capsules' ends 2 cm apart)."""
+    return (1.0 - warm) * (1.0 - sum((k % 2 * 2.0 - 1.0) * _step(rounds - k + 0.5) for k in range(1, ROUNDS + 1)))
 
 
 def _sticking(Z, u, mu, err):
