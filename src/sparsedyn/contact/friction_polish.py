@@ -507,11 +507,11 @@ def polish_stage(lay, *X):
 
 def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0, merge=1.0):
     """``(z, out)``: the iterate ``z`` (m,) that a polish starts from, and the contacts (nc,) that its swap
-    opened: (``swap`` 0: a round's first, from ADMM's
-    iterate or a warm start) where ``merge`` (:func:`merges`), the impulse of each closed contact given to its
-    closed near-duplicates that carry more (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last
-    answer) the load of a pair of one body's contacts sliding with opposed frictions (a squeeze) given to
-    the one that carries more (``merge_guess``'s ``opposed``), then the load of a closed contact moved to
+    opened: (``swap`` 0: a round's first, from ADMM's iterate or a warm start) where ``merge``
+    (:func:`merges`), the impulse of each closed contact given to its closed near-duplicates that carry
+    more (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last answer) the
+    load of a pair of one body's contacts sliding with opposed frictions (a squeeze) given to the one that
+    carries more (``merge_guess``'s ``opposed``), then the load of a closed contact moved to
     the open near-duplicate that its velocity closes fastest, shared where that one was opened by the
     last step's swap (``back`` (nc,) 1) and the pair closes
     (:func:`~sparsedyn.contact.polish_guess.swap_guess`), each open contact that the answer's velocity
