@@ -24,7 +24,8 @@ from sparsedyn.contact.friction_problem import PENETRATION_SLOP
 from sparsedyn.contact.scene_derivatives import scene_step_partials
 from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, slotted_scene_step
 from sparsedyn.kernels import native_function
-from sparsedyn.contact.state_derivatives_native import native_pinv_solve, native_state_derivatives, state_derivatives_call
+from sparsedyn.contact.state_derivatives_native import (native_pinv_solve, native_state_derivatives,
+                                                        native_states_derivatives, state_derivatives_call)
 
 OPEN = MODE_WEIGHTS["open"]
 
@@ -197,3 +198,32 @@ def test_the_one_state_call_equals_the_routine():
     rows[4, 5 * nv + m + 4] = np.nan
     out, rc = state_derivatives_call(nv, len(gap), DT)(rows, state, np.ascontiguousarray(weights), correction)
     assert rc.tolist() == [2.0] and np.isnan(out[0, :, :3 * nv]).all()
+
+
+def test_a_batch_in_one_call_equals_each_states_routine():
+    """The batch call (every state in one call, the states shared among the cores) gives each state's
+    one-state results bit for bit and its return code: the pressed box with corners declared open in
+    turn (the held rows differ from state to state), a corner's correction inactive in others, one
+    state's mode equations made NaN (code 2, NaN, its neighbours untouched), in a batch of 37 (more
+    than a thread's share, not a multiple of it)."""
+    model, rows, state, gap, weights, correction, modes = _pieces(_box_pressed_into_table)
+    nv, ns, m = model.nv, len(gap), len(rows)
+    B = 37
+    R, S = np.repeat(rows[None], B, 0), np.repeat(state[None], B, 0)
+    W, C = np.repeat(weights[None], B, 0), np.repeat(correction[None], B, 0)
+    for b in range(B):
+        if b % 5:                                            # (one state in five: every corner held)
+            W[b, b % ns, :3] = OPEN
+        if b % 2:                                            # (a corner's correction inactive)
+            C[b, (b // 5) % ns] = 0.0
+    R[7, 4, 5 * nv + m + 4] = np.nan
+    dv, dq, rc = native_states_derivatives(R, S, W, C, nv, DT)
+    assert dv.shape == dq.shape == (B, nv, 3 * nv) and rc.shape == (B,)
+    for b in range(B):
+        one = native_state_derivatives(R[b], S[b], W[b], C[b], nv, DT)
+        assert np.array_equal(dv[b], one[0], equal_nan=True) and np.array_equal(dq[b], one[1], equal_nan=True)
+        assert rc[b] == (2.0 if b == 7 else 0.0) and one[2] == (b != 7)
+    assert np.isnan(dv[7]).all() and np.isfinite(dv[[6, 8]]).all()
+    # (the states' results differ: dv with the held rows, five sets and the NaN; dq with the correction's too)
+    assert len({dv[b].tobytes() for b in range(B)}) == 6 and len({dq[b].tobytes() for b in range(B)}) > 6
+

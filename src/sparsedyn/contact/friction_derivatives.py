@@ -77,7 +77,7 @@ from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
 from .derivative_blocks_native import scene_blocks_call
 from .fused_derivatives import fused_derivatives
-from .state_derivatives_native import native_state_derivatives
+from .state_derivatives_native import native_state_derivatives, native_states_derivatives
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["ContactStepDerivatives", "contact_step_derivatives", "MIN_DT"]
@@ -485,7 +485,7 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
     (the mode equations ``K``, ``R`` among them; on the default road its ready native callable for one
     state), then per state the impulses' change (:func:`_mode_solve`) and that of the position
     correction (:func:`_correction_derivative`), and the products with ``N`` and ``dint_ddq``: on the
-    native road, in one hand-written C routine
+    native road, in one hand-written C routine, a batch's states in one call on the machine's cores
     (:mod:`~sparsedyn.contact.state_derivatives_native`; at these sizes NumPy's and LAPACK's calls
     from Python cost more than their arithmetic)."""
     B, nv = v.shape
@@ -504,14 +504,13 @@ def _scene_derivatives(kernels, q, v, v_next, slotted, gravity, f_ext, dt):
         return dv[None], dq[None]
     rows, state, gap = scene_step_partials(kernels, *args, np.full((B, 1), float(dt)), slotted.frames, slotted.kinds,
                                            f_ext=f_ext)
-    dv, dq = np.empty((2, B, nv, 3 * nv))
-    native = use_backend.current() != "numpy"
-    for b, modes in enumerate(slotted.modes.tolist()):
-        if native:
-            dv[b], dq[b], _ = _one_state((rows[b], state[b], gap[b]), weights[b], modes, slotted.correction[b], nv,
-                                         dt)
-        else:
-            dv[b], dq[b] = _state_derivatives(rows[b], state[b], gap[b], modes, slotted.correction[b], nv, dt)
+    # on the native road every state in one call of the routine (a state it leaves: the NumPy road)
+    got = native_states_derivatives(rows, state, weights, slotted.correction, nv, dt) \
+        if use_backend.current() != "numpy" else None
+    dv, dq, rc = got if got is not None else (*np.empty((2, B, nv, 3 * nv)), np.full(B, -1.0))
+    modes = slotted.modes.tolist()
+    for b in np.flatnonzero(rc < 0).tolist():
+        dv[b], dq[b] = _state_derivatives(rows[b], state[b], gap[b], modes[b], slotted.correction[b], nv, dt)
     return dv, dq
 
 

@@ -1,7 +1,8 @@
 """One state's derivatives of a step in a scene from its pieces, in one native routine:
 :func:`native_state_derivatives` (through ctypes), :func:`state_derivatives_call` (as the compiled
 kernels' one-state fast path calls a kernel, where the compiler's extension is there: what
-:func:`~sparsedyn.contact_step_derivatives` calls per step).
+:func:`~sparsedyn.contact_step_derivatives` calls per step), :func:`native_states_derivatives` (a
+batch of states in one call, on the machine's cores).
 
 What :func:`~sparsedyn.contact.friction_derivatives._state_derivatives` does with NumPy and LAPACK
 (a dozen products and two minimum-norm solves, each call from Python costing more than its
@@ -33,6 +34,7 @@ positive pivot, a NaN column) is left to the NumPy road (the routine says so).
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 
@@ -40,7 +42,7 @@ from ..kernels import c_library, c_routine, native_function
 from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
 
-__all__ = ["native_state_derivatives", "state_derivatives_call", "SOURCE"]
+__all__ = ["native_state_derivatives", "native_states_derivatives", "state_derivatives_call", "SOURCE"]
 
 #: The C routine ``sd_scene_state_derivatives(nv, ns, rows, state, weights, correction, dt, rcond, out,
 #: work)``: ``rows`` (3 ns, 9 nv + 6 ns) and ``state`` (nv, 7 nv + 1) of :class:`~sparsedyn.SlotPartials`
@@ -448,6 +450,28 @@ SD_EXPORT void sd_scene_state_derivatives_kernel(const double *rows, const doubl
                                      par[3], out, w);
   free(w);
 }
+
+/* B states of the routine (their rows, state, weights, corrections and outputs one after another; rc (B,)
+   each one's return, -1 also where its workspace of `work` doubles cannot be allocated), the states shared
+   among nthreads threads where the compiler has OpenMP. */
+SD_EXPORT void sd_scene_state_derivatives_many(long long B, long long nv, long long ns, const double *rows,
+                                               const double *state, const double *weights, const double *corr,
+                                               double dt, double rcond, long long work, double *out, double *rc,
+                                               int nthreads)
+{
+  long long m = 3 * ns, lr = 9 * nv + 2 * m, ls = 7 * nv + 1, lo = 2 * nv * SD_SDV_PAD(3 * nv);
+  __SIZE_TYPE__ bytes = ((__SIZE_TYPE__)work * 8 + 63) / 64 * 64;
+#ifdef _OPENMP
+  #pragma omp parallel for schedule(dynamic, 4) num_threads(nthreads > 0 ? nthreads : 1) if (nthreads > 1 && B > 1)
+#endif
+  for (long long b = 0; b < B; b++) {
+    double *w = aligned_alloc(64, bytes);
+    if (!w) { rc[b] = -1.0; continue; }
+    rc[b] = sd_scene_state_derivatives(nv, ns, rows + b * m * lr, state + b * nv * ls, weights + 4 * ns * b,
+                                       corr + ns * b, dt, rcond, out + b * lo, w);
+    free(w);
+  }
+}
 """
 
 def _routine():
@@ -489,6 +513,27 @@ def native_state_derivatives(rows, state, weights, correction, nv, dt):
     if rc < 0:
         return None
     return out[0, :, :3 * nv], out[1, :, :3 * nv], rc == 0
+
+
+def native_states_derivatives(rows, state, weights, correction, nv, dt):
+    """``(dv, dq, rc)`` of a batch of ``B`` states from their :class:`~sparsedyn.SlotPartials` ``rows``
+    (B, 3 ns, 9 nv + 6 ns), ``state`` (B, nv, 7 nv + 1), mode ``weights`` (B, ns, 4) and position
+    correction impulses ``correction`` (B, ns): ``dv``, ``dq`` (B, nv, 3 nv) as
+    :func:`native_state_derivatives` gives each state's, in one call whose states share the machine's
+    cores (where the compiler has OpenMP), and ``rc`` (B,) each state's return code (0: its sum finite,
+    2: not, -1: a solve left the module's roads, its ``dv`` and ``dq`` not written: the caller's NumPy
+    road for that state); None where the routine cannot be built."""
+    f = c_routine(SOURCE, "sd_scene_state_derivatives_many", [ctypes.c_longlong] * 3 + [
+        ctypes.POINTER(ctypes.c_double)] * 4 + [ctypes.c_double] * 2 + [ctypes.c_longlong] + [
+        ctypes.POINTER(ctypes.c_double)] * 2 + [ctypes.c_int])
+    if f is None:
+        return None
+    B, ns, kp = len(weights), weights.shape[1], _pad(3 * nv)
+    ins = [np.ascontiguousarray(x, float) for x in (rows, state, weights, correction)]
+    out, rc = np.empty((B, 2, nv, kp)), np.empty(B)
+    f(B, nv, ns, *(_at(x) for x in ins), dt, RANK_RCOND, _work_size(nv, ns), _at(out), _at(rc),
+      min(os.cpu_count() or 1, B))
+    return out[:, 0, :, :3 * nv], out[:, 1, :, :3 * nv], rc
 
 
 def state_derivatives_call(nv, ns, dt):
