@@ -164,7 +164,9 @@ def _coal_geometry(scene, k):
         try:
             g = coal.MeshLoader().load(s.mesh, np.array(size))
         except Exception as e:                     # coal raises its own types for unreadable files
-            raise ValueError(f"Scene: shape {s.name!r}: coal cannot read the mesh file {s.mesh!r}: {e}") from None
+            # (its message after the place in its own sources where it was raised, on one line)
+            why = " ".join(str(e).split("message:", 1)[-1].split())
+            raise ValueError(f"Scene: shape {s.name!r}: coal cannot read the mesh file {s.mesh!r}: {why}") from None
     g.computeLocalAABB()
     cache[k] = g
     return g
