@@ -48,7 +48,8 @@ minimum is robust where a median swings), of
 * ``sd.contact_step_derivatives`` (the step and its derivatives) beside ``sd.contact_step`` at the same
   state (the ratio printed) and MuJoCo's ``mjd_transitionFD`` (forward differences of its step), and
   ``sd.contact_step`` followed by ``sd.contact_step_derivatives`` (the step taken twice) beside the latter
-  alone, whose ``.step`` is the former's;
+  alone, whose ``.step`` is the former's; and both on a batch of the last 100 states of MuJoCo's
+  settling, one call each, per state;
 * ``sd.contact_step`` on a batch of 1000 states in one call (the batch runtime's threads) beside a loop of
   1000 single calls and a loop of ``mj_step`` over the same states (qpos and qvel set, one step each): the
   states of the collision row (the joints moved 0.05 rad: limbs pressed into the floor) with the settled
@@ -87,6 +88,8 @@ BATCH = 1000
 ROLLOUT = 20
 #: steps of the long rollout row (one run each: its steps are what a trajectory meets, not one state)
 LONG = 400
+#: states of the derivatives' batch row (the last of MuJoCo's settling)
+DERIVATIVE_BATCH = 100
 #: at least this many rollouts timed (the fastest kept)
 ROLLOUT_RUNS = 10
 BOX = """<mujoco><option timestep="0.001"/><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
@@ -360,7 +363,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, sto
         print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}{cpu}")
     if rollout:
         _long_rollout_row(m, d, model, q, v, tau, dt)
-    _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat)
+    _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat, _last(trajectory, DERIVATIVE_BATCH))
     if batch_step:
         moved = (qpos_batch, np.repeat(qvel[None], BATCH, 0))
         states = {"the collision row's (joints moved 0.05 rad), the settled v": moved,
@@ -428,11 +431,13 @@ def _long_rollout_row(m, d, model, q, v, tau, dt):
           f"joints moved at most {moved[0]:.2f} rad over it (MuJoCo's {moved[1]:.2f})")
 
 
-def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat):
+def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat, states):
     """``sd.contact_step_derivatives`` (the step and its derivatives in ``q``, ``v``, ``tau``) beside
     ``sd.contact_step`` at the same state, on the default road (built before the timing), and MuJoCo's
     ``mjd_transitionFD`` (its step's derivatives by forward differences: ``2 nv + nu + 1`` steps) for
-    scale; the time of the cold build of the derivatives' kernel where it was not in the cache."""
+    scale; the time of the cold build of the derivatives' kernel where it was not in the cache.  And
+    both on a batch of MuJoCo's ``states`` ``(qpos, qvel)`` (the last of its settling) in one call each,
+    per state, in a scene of their own (their slot layout)."""
     d = mujoco.MjData(m)
     A, Bm = np.zeros((2 * m.nv, 2 * m.nv)), np.zeros((2 * m.nv, m.nu))
 
@@ -455,6 +460,17 @@ def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat):
     # contact_step's); calling both takes the step twice
     print(f"  {'contact_step + contact_step_derivatives':40s} {both:8.1f} us   "
           f"(contact_step_derivatives alone, its .step the step: {deriv / both:.2f}x of it)")
+    batch = sd.Scene(model)
+    Q = np.array([q_from_mujoco(model, x) for x in states[0]])
+    V = np.array([v_from_mujoco(model, x, y) for x, y in zip(*states)])
+    n = len(Q)
+    with warnings.catch_warnings(), sd.use_backend("native", deterministic=True):
+        warnings.simplefilter("ignore", sd.ContactStepWarning)
+        sd.contact_step_derivatives(model, Q, V, tau, batch, dt)         # grows the layout, builds its kernels
+        step = best_us(lambda: sd.contact_step(model, Q, V, tau, batch, dt), max(3, repeat // 5)) / n
+        deriv = best_us(lambda: sd.contact_step_derivatives(model, Q, V, tau, batch, dt), max(3, repeat // 5)) / n
+    print(f"  {f'contact_step_derivatives, {n} states':40s} {deriv:8.1f} us a state, one call   "
+          f"({deriv / step:.1f}x contact_step's batch, {step:.1f} us a state)")
 
 
 def _last(trajectory, n):

@@ -10,7 +10,7 @@ import sparsedyn as sd
 from test_scene import MASS, SIDE, floor_scene
 from sparsedyn.contact.friction_problem import ContactSlots, _model_and_kernels
 from sparsedyn.contact.lazy_modes import MODE_NAMES
-from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, one_state_slots, slotted_scene_step
+from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, batch_slots, one_state_slots, slotted_scene_step
 
 DT, G, MU, TOL = 1e-3, 9.81, 0.5, 1e-8
 Q = [0.1, -0.2, SIDE / 2, 0, 0, 0, 1]                       # flat on the floor (a plain list)
@@ -40,8 +40,9 @@ def test_the_slots_hold_the_steps_impulses_and_modes(backend):
 
 @pytest.mark.parametrize("backend", ["numpy", "native"])
 def test_a_batchs_slots_are_each_states_slots(backend):
-    """Two states (the landing box and the box at rest): the batch's per-state loop lays out each
-    state as the one-state road does (the same solve, to the solver's tolerance)."""
+    """Two states (the landing box and the box at rest): the batch's layout (on the native road the
+    collision kernel's, every state placed at once) holds each state as the one-state road does (the
+    same solve, to the solver's tolerance)."""
     scene = floor_scene()
     model, kernels = _model_and_kernels(scene.model, "test")
     Qs, Vs = np.array([Q, Q], float), np.array([V, np.zeros(6)])
@@ -88,3 +89,46 @@ def test_one_states_slots_put_each_contact_in_its_slot(in_data):
             assert np.array_equal(got.impulses[0], lam) and np.array_equal(got.correction[0], corr)
             assert list(got.modes[0]) == modes and np.array_equal(got.weights[0], weights)
             assert np.array_equal(got.data[0], data) and got.frames == frames
+
+
+class _Laid:
+    """A batch's contacts as the collision kernel lays them out (the fields ``batch_slots`` reads)."""
+
+    def __init__(self, frames, data, index):
+        self.frames, self.data = frames, data
+        self.pair = np.zeros(sum(map(len, index)), np.intp)
+        self.slot = np.concatenate([np.asarray(x, np.intp) for x in index])
+        self.ends = np.cumsum([0] + [len(x) for x in index])
+        self.laid = self
+
+    def at(self):
+        return np.repeat(np.arange(len(self.data)), np.diff(self.ends)), self.slot
+
+
+@pytest.mark.parametrize("in_data", [False, True])
+def test_a_batchs_slots_placed_at_once_are_each_states_one_state_slots(in_data):
+    """Three states whose contacts fill the slots out of order, none, and three of four: the batch's
+    layout placed at once equals each state's :func:`one_state_slots` (impulses, modes, weights'
+    friction, position correction per contact or per slot, shapes of the free slots, data)."""
+    scene = floor_scene()
+    model, kernels = _model_and_kernels(scene.model, "test")
+    with sd.use_backend("native", deterministic=True):
+        _, found, _ = slotted_scene_step(model, kernels, Q, V, np.zeros(6), scene, DT, {})
+    frames = found.slots.frames
+    rng = np.random.default_rng(5)
+    index = ([2, 0, 3, 1], [], [3, 0, 1])
+    data = np.asarray(found.slots.data)[None] + rng.uniform(0, 0.1, (3, 4, 1))     # each state's friction its own
+    impulses = [rng.normal(size=(len(x), 3)) for x in index]
+    modes = [np.array([MODE_NAMES[k] for k in rng.integers(0, 3, len(x))], "<U5") for x in index]
+    correction = rng.normal(size=(3, 4))
+    laid = _Laid(frames, data, index)
+    got = batch_slots(scene, laid, impulses, modes, correction, in_data)
+    assert got.frames == frames and got.impulses.shape == (3, 4, 3)
+    for b, at in enumerate(index):
+        codes = [MODE_NAMES.index(x) for x in modes[b].tolist()]
+        one = one_state_slots(scene, np.array(Q, float), np.zeros(len(at), np.intp),
+                              ContactSlots(frames, np.array(at, np.intp), data[b]), impulses[b], codes, correction[b],
+                              in_data)
+        for name in ("data", "shapes", "mu", "impulses", "correction"):
+            assert np.array_equal(getattr(got, name)[b], getattr(one, name)[0]), (b, name)
+        assert got.modes[b].tolist() == one.modes[0].tolist() and got.kinds == one.kinds

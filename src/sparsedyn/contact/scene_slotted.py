@@ -19,10 +19,10 @@ from .look_ahead import pair_cutoffs, step_hits
 from .scene_fused import fused_step
 from .slot_modes_native import fused_slotted
 from .scene_base import remembered
-from .scene_geometry import SHAPES, _kind_table, in_order, layout_key, slot_kinds, slot_shapes
-from .scene_step import FoundContacts, scene_slots, step_in_scene
+from .scene_geometry import FREE_SHAPES, SHAPES, _kind_table, in_order, layout_key, slot_kinds, slot_shapes
+from .scene_step import FoundContacts, _FoundBatch, scene_slots, step_in_scene
 
-__all__ = ["Slotted", "slotted_scene_step", "one_state_slots", "MODE_WEIGHTS"]
+__all__ = ["Slotted", "slotted_scene_step", "one_state_slots", "batch_slots", "MODE_WEIGHTS"]
 
 #: Per mode its weights ``[open, stick, slide]`` (one of them 1) in the derivatives' kernel.
 MODE_WEIGHTS = {"open": (1.0, 0.0, 0.0), "stick": (0.0, 1.0, 0.0), "slide": (0.0, 0.0, 1.0)}
@@ -79,6 +79,13 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
     kept = []                                                    # the kernel's arrays: the position correction
     opts["keep"] = kept
     step, found = step_in_scene(_slotted_step, kernels, q, v, tau, scene, dt, opts)
+    if isinstance(found, _FoundBatch) and len(found) > 1 and not _kind_table(scene)[1]:
+        if not len(found.laid.frames):                          # (the collision kernel's batch: no loop over states)
+            return step, (), None
+        ran = kept[0][1]
+        in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
+        return step, found, batch_slots(scene, found, step.impulses, step.modes,
+                                        kept[0][0].correction.reshape(len(found), -1), in_data)
     if q.ndim == 1:
         found, impulses, modes = [found], [step.impulses], [step.modes]
     else:
@@ -112,6 +119,28 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
         correction[b, index] = step_correction[b, :len(index)] if in_data else step_correction[b, index]
     return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, data, shapes, data[:, :, 0], lam, held,
                                                              correction, slot_kinds(scene, slots[0].frames))
+
+
+def batch_slots(scene, found, impulses, modes, correction, in_data):
+    """The :class:`Slotted` of a batch's step whose contacts the collision kernel laid out (``found``: the
+    step's ``_FoundBatch`` of :mod:`~sparsedyn.contact.scene_step`, in a scene with no pair of boxes,
+    whose slot shapes are their pairs' own), their ``impulses`` and ``modes`` (one array per state) and
+    the kernel's position correction impulses ``correction`` (B, ...) (in the step's slots; ``in_data``:
+    the scene's data slots, a state's contact ``k`` in slot ``k``): every state's contacts placed at
+    once, with no loop over the states (each state's as :func:`one_state_slots` lays it out)."""
+    laid = found.laid
+    frames, data = laid.frames, laid.data
+    B, ns = data.shape[:2]
+    st, slot = found.at()
+    shapes = np.empty((B, ns, SHAPES))
+    shapes[:] = FREE_SHAPES
+    lam, held, corr = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5"), np.zeros((B, ns))
+    if len(slot):
+        shapes[st, slot] = _kind_table(scene)[0][laid.pair, 1:]
+        lam[st, slot] = np.concatenate([np.reshape(x, (-1, 3)) for x in impulses])
+        held[st, slot] = np.concatenate([np.asarray(x) for x in modes])
+        corr[st, slot] = correction[st, np.arange(len(slot)) - laid.ends[st]] if in_data else correction[st, slot]
+    return Slotted(frames, data, shapes, data[:, :, 0], lam, held, corr, slot_kinds(scene, frames))
 
 
 def one_state_slots(scene, q, pair, slots, impulses, codes, correction, in_data):
