@@ -378,7 +378,7 @@ def test_a_correction_no_impulses_solve_stops_at_its_best_iterate_on_both_roads(
 
 def test_the_delassus_matrix_is_made_only_for_a_start_the_step_has_not_solved():
     """The box resting on its four corners: ``init`` gives the correction's normal block ``Gnn`` of
-    ``G = Z Z^T`` and no ``G``; a cold start goes from the dispatch to the last stage (+8), which makes
+    ``G = Z Z^T`` and no ``G``; a cold start goes from the dispatch to stage 8 (+8), which makes
     ``G`` (symmetric, ``Z Z^T`` to rounding), Gershgorin's bound ``lmax`` of its largest eigenvalue and the
     proximal term ``eta``; a warm start that solves the step (the step's own impulses) goes to the
     correction (+6), its velocities ``u = Z (Z^T z) + g`` those of the solved step to rounding."""
@@ -396,8 +396,8 @@ def test_the_delassus_matrix_is_made_only_for_a_start_the_step_has_not_solved():
     ZZ = Zm @ Zm.T
     bound = rounding_bound(lay.nv, 1.0) * np.abs(ZZ).max()
     assert np.abs(Kd["Gnn"].reshape(4, 4) - ZZ[2::3, 2::3]).max() <= bound and not S[lay.S["G"]].any()
-    assert float(stages[0](*cold, K, S)[1]) == len(stages) - 1 == 8
-    S1 = stages[-1](*cold, K, S)[0]
+    assert float(stages[0](*cold, K, S)[1]) == 8.0
+    S1 = stages[8](*cold, K, S)[0]
     G = S1[lay.S["G"]].reshape(m, m)
     assert np.array_equal(G, G.T) and np.abs(G - ZZ).max() <= bound
     lmax = S1[lay.S["lmax"]][0]
@@ -426,7 +426,7 @@ def test_a_stall_whose_residual_is_exactly_zero_restarts_without_a_new_inverse()
     (_, _, lam, _, _, _), _ = run_stages(init, stages, finish, cold)
     assert np.all(lam[:, 2] > 0.0) and np.abs(lam[:, :2]).max() < 1e-3 * MU * lam[:, 2].min()   # inside its cones
     K, S = init(*cold)
-    S = stages[1](*cold, K, stages[-1](*cold, K, S)[0])[0]          # G, then the factor of G + (eta + rho) I
+    S = stages[1](*cold, K, stages[8](*cold, K, S)[0])[0]           # G, then the factor of G + (eta + rho) I
     S = S.copy()
     S[lay.S["za"]], S[lay.S["z"]], S[lay.S["it"]] = 0.5 * lam.reshape(-1), 0.5 * lam.reshape(-1), 5.0
     S[lay.S["refused"]] = STALL

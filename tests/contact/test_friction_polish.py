@@ -393,10 +393,20 @@ def test_the_unknowns_rows_of_g_in_the_sliding_axes():
     assert R.dtype == object and sum(type(x) is int and x == 0 for x in R.flat) == 144 - 5 * 4
 
 
+def polish_run(stages, inputs, K, S):
+    """``(S, flag)``: a run of the polish stage as the kernel's loop takes it on the loop state ``S``: a
+    round's first step from ADMM's iterate (no try yet, ADMM's iterations run) stage 10, the start's round's
+    first (no iteration yet) stage 9, a later step stage 3; the flag relative to stage 3 (as it moves there)."""
+    lay = stages[0].args[0]
+    k = (9 if S[lay.S["it"]][0] == 0.0 else 10) if S[lay.S["tries"]][0] == 0.0 else 3
+    out, flag = stages[k](*inputs, K, S)
+    return out, float(flag) + (k - 3)
+
+
 def box_polish_stage():
     """The step kernel's pieces on the box's four corners at a tolerance no polish meets (1e-300: every
-    polish rejected): ``(inputs, stages, lay, K, S0)``, the polish stage ``stages[3]``, ``S0`` the loop state
-    after the last stage (``G``, which the first sends a start that is not solved to)."""
+    polish rejected): ``(inputs, stages, lay, K, S0)``, the polish stages (:func:`polish_run`), ``S0`` the loop
+    state after stage 8 (``G``, which the first sends a start that is not solved to)."""
     from sparsedyn.contact.friction_kernel import _pieces
     from sparsedyn.contact.friction_problem import contact_slots
     slots = contact_slots(MODEL, corners())
@@ -405,9 +415,9 @@ def box_polish_stage():
     init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
     lay = stages[0].args[0]
     K, S0 = init(*inputs)
-    assert float(stages[0](*inputs, K, S0)[1]) == len(stages) - 1
-    S0, flag = stages[-1](*inputs, K, S0)
-    assert float(flag) in (1 - (len(stages) - 1), 3 - (len(stages) - 1))       # factorize or polish
+    assert float(stages[0](*inputs, K, S0)[1]) == 8.0
+    S0, flag = stages[8](*inputs, K, S0)
+    assert float(flag) in (1 - 8.0, 9 - 8.0)                     # factorize or the start's polish
     assert S0[lay.S["G"]].any()
     return inputs, stages, lay, K, S0
 
@@ -424,8 +434,7 @@ def test_a_round_of_polishes_goes_on_while_each_gains_progress():
     def run(tries, pbest):
         S = S0.copy()
         S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["pbest"]] = 100.0, tries, pbest     # (ADMM's iterations pay)
-        out, flag = stages[3](*inputs, K, S)
-        return out, float(flag)
+        return polish_run(stages, inputs, K, S)
 
     out, flag = run(0.0, 0.0)                                     # a fresh round: its best is this polish's
     r = out[lay.S["pbest"]][0]
@@ -451,8 +460,7 @@ def test_a_round_past_its_budget_goes_on_only_while_it_converges():
     def run(it, polishes, pbest):                                  # a round's second step
         S = S0.copy()
         S[lay.S["it"]], S[lay.S["polishes"]], S[lay.S["tries"]], S[lay.S["pbest"]] = it, polishes, 1.0, pbest
-        out, flag = stages[3](*inputs, K, S)
-        return out, float(flag)
+        return polish_run(stages, inputs, K, S)
 
     out, _ = run(5.0, 100.0, 1e3)                                 # its residual (the best: min(1e3, r))
     r = out[lay.S["pbest"]][0]
@@ -480,7 +488,7 @@ def test_every_other_round_merges_near_duplicates_and_a_warm_start_never():
     init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
     lay = stages[0].args[0]
     K, S0 = init(*inputs)
-    S0 = stages[-1](*inputs, K, S0)[0]                            # G: the last stage
+    S0 = stages[8](*inputs, K, S0)[0]                             # G: stage 8
     load = MASS * G * DT
     z = np.zeros((lay.nc, 3))
     z[:4, 2], z[0, 2], z[4, 2] = load / 4, 0.6 * load / 4, 0.4 * load / 4
@@ -488,7 +496,7 @@ def test_every_other_round_merges_near_duplicates_and_a_warm_start_never():
     def answer(it, rounds):
         S = S0.copy()
         S[lay.S["it"]], S[lay.S["rounds"]], S[lay.S["z"]] = it, rounds, z.reshape(-1)
-        return stages[3](*inputs, K, S)[0][lay.S["pz"]].reshape(lay.nc, 3)
+        return polish_run(stages, inputs, K, S)[0][lay.S["pz"]].reshape(lay.nc, 3)
     tol = rounding_bound(lay.m, 1.0 / fp.EPS) * 10 * load
     for rounds in (0.0, 2.0):
         lam = answer(100.0, rounds)
@@ -517,12 +525,12 @@ def test_a_polish_of_many_rows_runs_one_newton_step_a_stage_run():
     lay = stages[0].args[0]
     assert lay.m == 3 * nc == 96 and fp.newton_steps(lay.m) == 2
     K, S = init(*inputs)
-    S = stages[-1](*inputs, K, S)[0]                              # G and its scales: the last stage
+    S = stages[8](*inputs, K, S)[0]                               # G and its scales: stage 8
     S[lay.S["it"]] = 100.0                                        # (ADMM's iterations pay for the steps)
     S[lay.S["z"]] = np.tile([0.0, 0.0, 0.1], nc)                  # an iterate: all sticking
-    first, flag = stages[3](*inputs, K, S)
-    assert float(flag) == 0.0 and first[lay.S["polishes"]][0] == 0.5 and first[lay.S["tries"]][0] == 1.0
-    second, _ = stages[3](*inputs, K, first)
+    first, flag = polish_run(stages, inputs, K, S)
+    assert flag == 0.0 and first[lay.S["polishes"]][0] == 0.5 and first[lay.S["tries"]][0] == 1.0
+    second, _ = polish_run(stages, inputs, K, first)
     _, mu, Kd, Sd = lay.unpack(tuple(inputs) + (K, S))
     G = Sd["G"].reshape(96, 96)
     lam = fp.polished(G, Kd["g"], mu, S[lay.S["z"]], Sd["lmax"][0], fp._active(G, lay.normal), Kd["gmax"][0],
@@ -702,3 +710,21 @@ def test_an_answer_near_the_tolerance_is_finished_past_the_budget():
         s = sd.contact_step(model, q, v, np.zeros(model.nv), sd.Scene(model), 0.005, passive="implicit",
                             warm_start=warm)
     assert s.iterations <= 15, s.iterations
+
+
+def test_a_rounds_first_step_holds_no_guess_its_weights_discard():
+    """The polish stage traced three times (:data:`~sparsedyn.contact.friction_polish._STARTS`): a round's
+    later steps (stage 3: the swap, the pairs' merge, the sticking and closing guesses), the first step
+    from ADMM's iterate (stage 10: the merge of near-duplicates alone) and the start's round's first step
+    (stage 9: the closing guess alone) on a box resting on 16 points (48 rows; the guesses' pairs grow with
+    the square of the contacts): each first step's program is a fraction of the later steps', the
+    start's the least."""
+    from sparsedyn.contact.friction_kernel import _step_program
+    from sparsedyn.contact.friction_problem import contact_slots
+    from sparsedyn.symbolic.ir import CONST, MATMUL
+    grid = [(x, y) for x in np.linspace(-H, H, 4) for y in np.linspace(-H, H, 4)]
+    slots = contact_slots(MODEL, [sd.Contact("box", "3d", friction=MU, point=(x, y, -H), name=f"p{i}")
+                                  for i, (x, y) in enumerate(grid)])
+    prog = _step_program(MODEL, {"frames": slots.frames}, ())
+    ops = [sum(1 for op, _, _ in prog.stages[k].nodes if CONST < op != MATMUL) for k in (3, 10, 9)]
+    assert ops[2] < ops[1] < 0.6 * ops[0] and ops[2] < 0.4 * ops[0], ops

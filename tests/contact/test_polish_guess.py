@@ -16,7 +16,7 @@ from sparsedyn.contact.polish_guess import (NEAR, PAIR, SLIP_ERROR, SWAP_SHARE, 
                                             merge_guess, swap_guess)
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
-from test_friction_polish import _coulomb, box_polish_stage
+from test_friction_polish import _coulomb, box_polish_stage, polish_run
 
 
 def _native(backend):
@@ -287,12 +287,12 @@ def test_a_warm_starts_round_is_paid_by_the_admm_start_it_spares():
         S = S0.copy()
         S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["polishes"]], S[lay.S["pbest"]] = it, tries, polishes, pbest
         S[lay.S["z"]] = warm
-        out, f = stages[3](*inputs, K, S)
-        return float(f), out[lay.S["pbest"]][0]
+        out, f = polish_run(stages, inputs, K, S)
+        return f, out[lay.S["pbest"]][0]
 
     assert not S0[lay.S["z"]].any() and S0[lay.S["it"]][0] == 0.0                 # (the fixture's start: cold)
-    out, f = stages[3](*inputs, K, S0.copy())
-    assert float(f) == -2.0 and out[lay.S["polishes"]][0] == 0.0 and out[lay.S["rounds"]][0] == 0.0
+    out, f = polish_run(stages, inputs, K, S0.copy())
+    assert f == -2.0 and out[lay.S["polishes"]][0] == 0.0 and out[lay.S["rounds"]][0] == 0.0
     assert out[lay.S["next"]][0] == fp.FIRST and out[lay.S["tries"]][0] == 0.0
 
     last = int((fp.FREE + fp.warm_credit(m)) // (fp.COST * m)) - 2     # the last polishes count paid
@@ -309,7 +309,7 @@ def test_a_warm_starts_round_is_paid_by_the_admm_start_it_spares():
     S = S0.copy()
     S[lay.S["tries"]], S[lay.S["pbest"]], S[lay.S["z"]], S[lay.S["pz"]] = fp.REPEATS - 2.0, r / fp.PROGRESS * 0.99, \
         warm, warm
-    assert float(stages[3](*inputs, K, S)[1]) == 0.0
+    assert polish_run(stages, inputs, K, S)[1] == 0.0
 
 
 def test_the_humanoids_trajectory_changes_modes_within_the_warm_round():

@@ -4,18 +4,18 @@ steered by the stages' flags (:mod:`sparsedyn.symbolic.loop`), and which its Num
 floats in the same loop (:func:`~sparsedyn.symbolic.loop.run_stages`), state by state.
 
 ``init`` computes the problem (:func:`~sparsedyn.contact.friction_problem.problem_of`, the free velocity,
-open contacts, scales, warm start), stage 0 sends a start that is solved already to the correction
-and any other to stage 8, which makes ``G = Z Z^T`` (``Z`` (m, nv)) and sends it (warm or cold) to the
-polish, stage 1 factors ``(G + (eta + rho) I)^-1`` (Woodbury's identity, an ``nv x nv`` Cholesky), stage
-2 runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes
-``rho``, stage 3 polishes the iterate (:mod:`~sparsedyn.contact.friction_polish`: the linear system
-of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``; after a few
-iterations, once the modes hold, or when the check fails), stage 4 checks Coulomb's law itself (the
-residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are small, stage 5 continues a
-state that ADMM has not solved in its budget with Gauss-Seidel sweeps until they stall (the whole solve
-for ``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), stage 7 polishes it
-(the exact solution on its active rows), ``finish`` gives the next state.  Every choice is arithmetic
-(``_step``, ``_relu`` from ``copysign``), so each stage is one traced program, and the same function of floats.
+open contacts, scales, warm start), stage 0 sends a start that is solved already to the correction and any
+other to stage 8, which makes ``G = Z Z^T`` (``Z`` (m, nv)) and sends it (warm or cold) to the polish (stage 9:
+that round's first step), stage 1 factors ``(G + (eta + rho) I)^-1`` (Woodbury's identity, an ``nv x nv``
+Cholesky), stage 2 runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when
+it changes ``rho``, stage 10 polishes the iterate (:mod:`~sparsedyn.contact.friction_polish`: the linear
+system of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``; after a few
+iterations, once the modes hold, or when the check fails) and stage 3 takes the round's next steps, stage 4
+checks Coulomb's law itself (the residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are
+small, stage 5 continues a state that ADMM has not solved in its budget with Gauss-Seidel sweeps until they
+stall (the whole solve for ``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel),
+stage 7 polishes it (the exact solution on its active rows), ``finish`` gives the next state.  Every choice is
+arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced program, and the same function of floats.
 
 The iteration, and why (the hard case it is chosen for: the dm_control humanoid lying on the floor, its
 joints moved a little: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero
@@ -94,24 +94,16 @@ __all__ = ["contact_step_kernel", "project_cone", "correction_impulses"]
 #: ratio of the scaled residuals beyond which ``rho`` changes (and ``G + (eta + rho) I`` is inverted again).
 #: With Anderson acceleration (:data:`ANDERSON`) the iteration needs no finely balanced ``rho``, and a new
 #: inverse is the costly event twice over: ``m^3`` work against an iteration's ``m^2``, and a new map
-#: whose Anderson memory starts empty.  So ``rho`` changes only on a ratio of 5 (against 1.3 before
-#: Anderson: on the dm_control humanoid, one inverse every five iterations, now about one per solve),
-#: from 0.3 of the mean eigenvalue (the perturbed humanoid's states balance at 0.02-0.1 of it; the
-#: settled ones converge from either start).
+#: whose Anderson memory starts empty.  So ``rho`` changes only on a ratio of 5, from 0.3 of the mean
+#: eigenvalue (the perturbed humanoid's states balance at 0.02-0.1 of it).
 RHO_START, RHO_RATIO = 0.3, 5.0
 #: Anderson acceleration's memory: the last pairs of differences of iterates and of fixed-point residuals of
-#: the ADMM map (Walker and Ni, "Anderson acceleration for fixed-point iterations", 2011).  ADMM alone
-#: converges linearly, and slowly where the Delassus matrix is singular and badly conditioned (the humanoid's
-#: limbs on the floor: nonzero eigenvalues from 1e-5 to 4); Anderson's extrapolation over the last 10 iterates
-#: takes the perturbed humanoid's states from 760 iterations to 170 on average (a memory of 5: about 25% more
-#: iterations).  A contact set of ``m`` rows keeps at most ``m / 4`` (at least 2) pairs: Anderson's work per
-#: iteration (about ``3 k m``: the memory on Douglas-Rachford's ``m``-vector, its products with the new
-#: differences in one block product) then stays below the x-step's ``m^2`` (a box's four corners converge in a
-#: few iterations, where a longer memory would cost more than it saves).
+#: the ADMM map (Walker and Ni, "Anderson acceleration for fixed-point iterations", 2011), which converges
+#: linearly, and slowly where the Delassus matrix is singular and badly conditioned (the humanoid's limbs on
+#: the floor).  A contact set of ``m`` rows keeps at most ``m / 4`` (at least 2) pairs: Anderson's work per
+#: iteration (about ``3 k m``) then stays below the x-step's ``m^2``.
 ANDERSON = 10
-#: Anderson's refusals in a row (a stall) after which ``rho`` is balanced whatever the ratio.  One memory's
-#: length: on the perturbed humanoid's thousand states 103 iterations on average against 176 without it,
-#: 9 past 1000 against 24, the most 4512 against 11000 (5 refusals: 111, 6, 8748; 20: 125, 16, 8701).
+#: Anderson's refusals in a row (a stall) after which ``rho`` is balanced whatever the ratio: one memory's length.
 STALL = ANDERSON
 #: Tikhonov regularisation of Anderson's least squares, relative to the trace of its normal matrix
 #: (the differences are nearly parallel on a slow tail).
@@ -265,17 +257,17 @@ def _first_polish(m, z):
 
 def _dispatch(lay, *X):
     """The first stage: the start converged already: on to the correction (+6; ``G`` is not made); else
-    to :func:`_delassus` (+8, the last stage)."""
+    to :func:`_delassus` (+8)."""
     S = lay.unpack(X)[3]
     return lay.pack(lay.S, S), 8.0 - 2.0 * S["conv"][0]
 
 
 def _delassus(lay, *X):
-    """The last stage, once where the start has not converged: ``G = Z Z^T`` (a product ``X X^T``: its lower
+    """Stage 8, once where the start has not converged: ``G = Z Z^T`` (a product ``X X^T``: its lower
     triangle summed, then mirrored), ``lmax``: Gershgorin's bound of its largest eigenvalue (``G`` positive
     semidefinite: its largest row sum of magnitudes), the scale of the proximal term ``eta`` and of rho's range
     (power iterations cost a product with ``G`` each); ADMM's budget not zero and its first polish due
-    (:func:`_first_polish`): polish (-5: a warm start's modes, or a cold start's guess, each contact that its
+    (:func:`_first_polish`): polish (+1: a warm start's modes, or a cold start's guess, each contact that its
     free velocity closes closed, :mod:`~sparsedyn.contact.polish_guess`), else factorize (-7)."""
     settings, _, K, S = lay.unpack(X)
     Z = K["Z"].reshape(lay.m, lay.nv)
@@ -283,7 +275,15 @@ def _delassus(lay, *X):
     lmax = _vmax(np.sum(_abs(G), 1)) + _TINY
     S.update(G=G.reshape(-1), lmax=lmax, eta=PROXIMAL * lmax)
     due = (1.0 - _step(0.5 - settings[2])) * _step(0.5 - S["next"][0])
-    return lay.pack(lay.S, S), 2.0 * due - 7.0
+    return lay.pack(lay.S, S), 8.0 * due - 7.0
+
+
+def _first_step(start, back, lay, *X):
+    """The first step of a round of polishes (:func:`~sparsedyn.contact.friction_polish.polish_stage`'s
+    ``start``: the start's round, from :func:`_delassus`, stage 9; ADMM's, from :func:`_iterate` or
+    :func:`_check`, stage 10), then as the polish stage's (``-back``: to it, stage 3)."""
+    S, f = polishing.polish_stage(lay, *X, start=start)
+    return S, f - back
 
 
 def _factorize(lay, *X):
@@ -356,9 +356,9 @@ def _iterate(lay, *X):
     # the modes of the iterate, and for how many iterations they have not changed (a polish waits for it)
     code = polishing.mode_codes(zn, mu, S["G"].reshape(m, m), lay.normal)
     S.update(code=code, same=(S["same"][0] + 1.0) * (1.0 - _step(_vmax(_abs(code - S["code"])) - 0.5)))
-    # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert (-1); polish due (+1)
+    # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert (-1); polish due (+8)
     due = polishing.polish_due(S, it, m) * (1.0 - check) * (1.0 - out) * (1.0 - change)
-    return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - invert + due
+    return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - invert + 8.0 * due
 
 
 def _anderson(k, S, w, Tw, clear, slots=None):
@@ -405,7 +405,7 @@ def _anderson(k, S, w, Tw, clear, slots=None):
 
 def _check(lay, *X):
     """Coulomb's law's residuals at the iterate: converged, past Gauss-Seidel (+2); out of ADMM
-    iterations, Gauss-Seidel (+1); else polish (-1) where allowed
+    iterations, Gauss-Seidel (+1); else polish (+6) where allowed
     (:func:`~sparsedyn.contact.friction_polish.polish_allowed`), or iterate on (-2)."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
@@ -418,7 +418,7 @@ def _check(lay, *X):
     out = (1.0 - conv) * _step(S["it"][0] - budget)
     S.update(u=u, conv=conv, res=res, ls=ls, vs=vs)
     left = polishing.polish_allowed(S, S["it"][0], m)
-    return lay.pack(lay.S, S), 2.0 * conv + out - (1.0 - conv) * (1.0 - out) * (2.0 - left)
+    return lay.pack(lay.S, S), 2.0 * conv + out + (1.0 - conv) * (1.0 - out) * (8.0 * left - 2.0)
 
 
 def _gauss_seidel(lay, *X):
@@ -452,7 +452,7 @@ def _correction_rows(lay, settings, K, S):
 def _correct(lay, *X):
     """One sweep of the position correction (split impulse) on the normal block of ``G``, the load-bearing
     touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`):
-    solved or stalled (its best iterate), past the last stage (+3); a polish due (+1:
+    solved or stalled (its best iterate), past the last stage (+5); a polish due (+1:
     :func:`~sparsedyn.contact.correction.polish_due`); else sweep on."""
     settings, _, K, S = lay.unpack(X)
     A, held = _correction_rows(lay, settings, K, S)
@@ -462,7 +462,7 @@ def _correct(lay, *X):
     sweeps = S["sweeps"][0] + 1.0
     due, change = polish_due(sweeps, S["due"][0], l, S["l"], S["change"][0])
     S.update(l=l, sweeps=sweeps, change=change, **dict(zip(_STALL, best)))
-    return lay.pack(lay.S, S), 3.0 * stop + (1.0 - stop) * due
+    return lay.pack(lay.S, S), 5.0 * stop + (1.0 - stop) * due
 
 
 def _correct_polish(lay, *X):
@@ -505,7 +505,7 @@ def _pieces(model, frames, opt):
     """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
     lay = _Layout(model, frames, opt)
     stages = (_dispatch, _factorize, _iterate, polishing.polish_stage, _check, _gauss_seidel, _correct,
-              _correct_polish, _delassus)
+              _correct_polish, _delassus, partial(_first_step, "warm", 6.0), partial(_first_step, "admm", 7.0))
     return partial(_init, lay), [partial(f, lay) for f in stages], partial(_finish_and_correction, lay)
 
 

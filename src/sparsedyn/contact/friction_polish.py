@@ -120,9 +120,7 @@ REFINE = 3
 NEWTON = 2
 #: A round goes on past the budget of iterations (:data:`FREE`) while its step's Coulomb residuals are within
 #: ``NEAR`` of their tests (relative to its stopping test, ``tol``): an answer this near has its modes and is
-#: one or two of Newton's steps from the tolerance, cheaper than the ADMM iterations to the next round (the
-#: dm_control humanoid's rollout with its dampers: a round's first step at 7 tol, its budget spent by the warm
-#: start's round, then 25 iterations to the next; now accepted at its second step).
+#: one or two of Newton's steps from the tolerance, cheaper than the ADMM iterations to the next round.
 NEAR = 1e3
 #: A round's step gains at least this on the round's best where Newton's steps near the answer: the next
 #: starts from its next iterate (:func:`polish_stage`; the dm_control humanoid's slow slip: 5e-7, then 1e-4;
@@ -143,9 +141,7 @@ LONGEST, PROGRESS = 8, 0.5
 #: each step brings Coulomb's residuals (relative to their stopping tests) below ``CONVERGING`` of the
 #: round's best so far: a converging round is cheaper to finish than to drop, since the next round
 #: comes only after twice the iterations, and a repeated polish from a good guess converges as
-#: Newton's method does (talos fallen onto a box, 96 rows: the round at ADMM's iteration 105 gains by
-#: 0.26, 0.57, 0.41, 0.61, 0.13, 0.17, 0.31, then ends the solve, where the budget stopped it after 5
-#: steps and ADMM ran to iteration 217).  Not :data:`PROGRESS`: the steps' gains alternate about it.
+#: Newton's method does.  Not :data:`PROGRESS`: the steps' gains alternate about it (talos fallen onto a box).
 CONVERGING = 0.7
 #: When a polish runs: from the start (a warm start, or a cold one: every contact open, those that their
 #: free velocity closes guessed closed, :mod:`~sparsedyn.contact.polish_guess`), before the first ADMM
@@ -424,7 +420,7 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     return out + (nxt, _vmax([rn[1] / vs, rn[2] / (ls * vs)]))
 
 
-def polish_stage(lay, *X):
+def polish_stage(lay, *X, start=None):
     """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): one Newton step of
     a polish (:func:`newton_steps` of them make one; each run checks its answer) from the ADMM iterate
     ``z``, then (rejected) from the last step's answer (its modes and directions), :data:`REPEATS`
@@ -433,13 +429,13 @@ def polish_stage(lay, *X):
     a warm start's round, before any iteration: with :func:`warm_credit` more, and :data:`REPEATS` - 1
     polishes before each must gain or keep the last answer's modes) or, unpaid, while each step gains
     :data:`CONVERGING` or is :data:`NEAR` the tolerance.  In a warm start's round each step starts from its
-    iterate with
-    each open contact that its velocity closes guessed closed (:mod:`~sparsedyn.contact.polish_guess`);
+    iterate with each open contact that its velocity closes guessed closed (:mod:`~sparsedyn.contact.polish_guess`);
     each step after a round's first, from the last answer (near the answer: Newton's next iterate,
     :data:`QUADRATIC`) with the load of a closed contact moved to an open near-duplicate that its velocity
     closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`).
     Accepted: the step's impulses, on to the correction (+3); rejected, the round's last: back to ADMM
-    (-1; from a warm start, before any iteration: to the factorisation, -2); else on (0).
+    (-1; from a warm start, before any iteration: to the factorisation, -2); else on (0).  ``start``: a
+    round's first step, ``"admm"`` or the start's round's ``"warm"`` (:data:`_STARTS`), else a later step.
 
     A run is one step, not the whole polish, so that the compiled stage holds one step's program, not
     several written out one after the other: the cost of a stage run here is that of reading its code
@@ -449,12 +445,12 @@ def polish_stage(lay, *X):
     m, tol = lay.m, settings[1]
     steps = newton_steps(m)
     G = S["G"].reshape(m, m)
-    fresh = _step(0.5 - S["tries"][0])
+    fresh, warm = _STARTS[start]
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
     # a warm start's round (before any ADMM iteration; a cold start's: all open): its impulses are the
     # last step's, its velocities this step's, so an open contact that closes is guessed closed (not on
     # ADMM's iterates, whose velocities carry ADMM's error: there z's open contacts are the better guess)
-    warm = _step(0.5 - S["it"][0])
+    warm = _step(0.5 - S["it"][0]) if warm is None else warm
     z, out = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"], merges(S["rounds"][0], warm))
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv, nxt, rn = polished(G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal),
@@ -503,6 +499,10 @@ def polish_stage(lay, *X):
              rounds=S["rounds"][0] + last * (1.0 - cold), polishes=S["polishes"][0] + (1.0 - cold * keep) / steps,
              next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
     return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
+
+
+#: :func:`polish_stage`'s ``start``: ``(fresh, warm)``, known where it is entered (None: ``warm`` read in the run).
+_STARTS = {None: (0.0, None), "warm": (1.0, 1.0), "admm": (1.0, 0.0)}
 
 
 def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0, merge=1.0):
