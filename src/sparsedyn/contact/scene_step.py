@@ -330,9 +330,8 @@ def step_in_scene(step, model, q, v, tau, scene, dt, options, previous=None, hit
     if model is not inner:
         inner = getattr(model, "model", model)
         if inner is not scene.model and not _same_model(inner, scene.model):
-            raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model "
-                             f"passed ({getattr(inner, 'name', type(inner).__name__)!r}, another object even where "
-                             f"the name is the same): pass the scene's own, scene.model, or build the Scene on it")
+            raise ValueError(f"contact_step: the scene was built on model {scene.model.name!r}, not on the model passed "
+                             f"({getattr(inner, 'name', type(inner).__name__)!r}, another object): pass scene.model")
     qa = q if type(q) is np.ndarray and q.dtype is _F64 else np.asarray(q, float)
     if qa.shape != (inner.nq,):
         if qa.ndim != 2 or qa.shape[1] != inner.nq:
