@@ -82,10 +82,9 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
     if isinstance(found, _FoundBatch) and len(found) > 1 and not _kind_table(scene)[1]:
         if not len(found.laid.frames):                          # (the collision kernel's batch: no loop over states)
             return step, (), None
-        ran = kept[0][1]
-        in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
+        out, in_data = _kernel_arrays(kept)
         return step, found, batch_slots(scene, found, step.impulses, step.modes,
-                                        kept[0][0].correction.reshape(len(found), -1), in_data)
+                                        out.correction.reshape(len(found), -1), in_data)
     if q.ndim == 1:
         found, impulses, modes = [found], [step.impulses], [step.modes]
     else:
@@ -101,10 +100,7 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
     if not ns:
         return step, (), None
     B = len(Q)
-    # the step ran in these per-body slots, or in the scene's data slots (each state's contacts in order
-    # in its first slots)
-    out, ran = kept[0]
-    in_data = bool(ran.frames) and ran.frames[0] == DATA_SLOT
+    out, in_data = _kernel_arrays(kept)
     if B == 1:
         codes = mode_codes(step) if q.ndim == 1 else [MODE_NAMES.index(x) for x in modes[0].tolist()]
         return step, found[0], one_state_slots(scene, Q[0], pair[0], slots[0], impulses[0], codes,
@@ -119,6 +115,13 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
         correction[b, index] = step_correction[b, :len(index)] if in_data else step_correction[b, index]
     return step, found if q.ndim == 2 else found[0], Slotted(slots[0].frames, data, shapes, data[:, :, 0], lam, held,
                                                              correction, slot_kinds(scene, slots[0].frames))
+
+
+def _kernel_arrays(kept):
+    """``(out, in_data)``: the step kernel's arrays that ``keep`` received, and whether the step ran in the
+    scene's data slots (each state's contacts in order in its first slots), else in per-body slots."""
+    out, ran = kept[0]
+    return out, bool(ran.frames) and ran.frames[0] == DATA_SLOT
 
 
 def batch_slots(scene, found, impulses, modes, correction, in_data):
