@@ -70,8 +70,16 @@ class Recording:
         if not clients:
             raise RuntimeError(f"screenshot: no browser shows the viewer; open {self.url} first")
         client = clients[min(clients)]
-        rgba = np.asarray(client.get_render(height=int(height), width=int(width), transport_format="png",
-                                            timeout=timeout), float)
+        for attempt in range(3):
+            try:
+                rgba = np.asarray(client.get_render(height=int(height), width=int(width), transport_format="png",
+                                                    timeout=timeout), float)
+                break
+            except RuntimeError as err:
+                # viser wakes its sender with an asyncio.Event set from this thread, which races the
+                # server's loop now and then; the request was queued, so asking again is safe.
+                if "mutated during iteration" not in str(err) or attempt == 2:
+                    raise
         if rgba.shape[-1] == 3:
             return rgba.astype(np.uint8)
         # The canvas is transparent where nothing is drawn, and the page behind it is white.
