@@ -83,3 +83,21 @@ def test_scale_rows_traced_is_one_block_product_with_the_elementwise_values():
     prog = trace_function(lambda d, X: (_scale_rows(d, X),), [("d", (5,)), ("X", (5, 64))])
     assert len(prog.blocks) == 1
     assert np.array_equal(prog.evaluate([d, X])[0], d[:, None] * X)
+
+
+def test_turned_impulses_turn_a_contact_frames_impulse_into_another_frames():
+    """By hand: a normal +x has the frame [t, b, n] = [y, z, x] (plane_basis: t the world y projected
+    where n lies near x, b = n x t), a normal +z the frame [x, y, z]; an impulse (a, b, c) of the first
+    is the world vector (c, a, b), which the second reads as it is.  In its own frame an impulse is
+    itself to rounding (R^T R = 1 within a few ulps of a rotation's entries)."""
+    from sparsedyn.contact.friction_problem import turned_impulses
+    impulses = np.array([[1.0, 2.0, 3.0], [-0.5, 0.25, 4.0]])
+    x_plane, z_plane = np.array([[1.0, 0, 0, 0.3]] * 2), np.array([[0, 0, 1.0, -0.1]] * 2)
+    np.testing.assert_array_equal(turned_impulses(z_plane, x_plane, impulses), impulses[:, [2, 0, 1]])
+    np.testing.assert_array_equal(turned_impulses(x_plane, z_plane, impulses[:, [2, 0, 1]]), impulses)
+    tilted = np.array([[0.3, -0.4, 0.866, 0.0], [-0.6, 0.1, 0.79, 0.2]])
+    own = turned_impulses(tilted, tilted, impulses)
+    np.testing.assert_allclose(own, impulses, rtol=0, atol=8 * np.finfo(float).eps * np.abs(impulses).max())
+    R = sd.contact.friction_problem.plane_basis(tilted)[0]
+    np.testing.assert_allclose(R @ turned_impulses(tilted, z_plane, impulses)[..., None],
+                               impulses[..., None], rtol=0, atol=8 * np.finfo(float).eps * 4.0)

@@ -65,3 +65,43 @@ def test_visers_thread_race_is_asked_again_and_other_errors_are_raised(monkeypat
         assert page.calls == 1
     finally:
         v.close()
+
+
+class RacedQueue:
+    """viser's scene-message queue whose first ``failures`` messages are queued and then raise the race
+    (as viser's wake-up does after buffering the message); records every message queued."""
+
+    def __init__(self, real, failures, error=RACE):
+        self.real, self.failures, self.error, self.messages = real, failures, error, []
+
+    def __call__(self, message):
+        self.real(message)
+        self.messages.append(message)
+        if len(self.messages) <= self.failures:
+            raise RuntimeError(self.error)
+
+
+def test_display_sends_its_pose_again_after_visers_race_and_raises_other_errors(monkeypatch):
+    """The race on a pose message sends the whole pose again: the last message of each body is its
+    pose at ``q`` (a hinge about z at angle a: orientation (cos a/2, 0, 0, sin a/2), at the origin),
+    and the viewer holds ``q``; a race three times in a row, or another error, reaches the caller."""
+    v = viewer_with(Page(RGBA), monkeypatch)
+    try:
+        name = v._bodies[0].name
+        for failures, error, raised in ((2, RACE, False), (3, RACE, True), (1, "the page went away", True)):
+            queue = RacedQueue(v._server.scene._queue_scene_message, failures, error)
+            monkeypatch.setattr(v._server.scene, "_queue_scene_message", queue)
+            a = 0.6 + failures
+            if raised:
+                with pytest.raises(RuntimeError, match=error):
+                    v.display([a])
+                assert len(queue.messages) == (1 if error != RACE else 3)
+                continue
+            v.display([a])
+            assert v.q.tolist() == [a] and len(queue.messages) == failures + 2     # a raced try sends one
+            last = {type(m).__name__: m for m in queue.messages if m.name == name}
+            np.testing.assert_allclose(last["SetOrientationMessage"].wxyz, [np.cos(a / 2), 0, 0, np.sin(a / 2)],
+                                       rtol=0, atol=4 * np.finfo(float).eps)
+            assert last["SetPositionMessage"].position == (0.0, 0.0, 0.0)
+    finally:
+        v.close()

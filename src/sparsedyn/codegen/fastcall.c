@@ -610,9 +610,9 @@ fail:
    ``(pair (K,) int64: each candidate's scene pair, radius, previous)``, ``previous`` None or the step
    before's contacts ``(pair (np,) int64, rows (np, 7) float64: [p (3), n (3), offset], impulses (np, 3)
    float64)``; the contacts' rows are then the candidates' [w_a in a's body (3), n (3), n . w_b] (a plan
-   whose slot frames are their bodies' own), the warm start is matched from ``previous`` here where the
-   matching is plain (match_plain) and asked of ``warm`` (then a callable) where it is not (or where
-   ``previous``'s arrays are not of these dtypes, C-contiguous), and the call
+   whose slot frames are their bodies' own), the warm start is matched from ``previous`` here
+   (warm_match.c: match_plain, match_general) and asked of ``warm`` (then a callable) where that cannot
+   answer (memory ran out, or ``previous``'s arrays are not of these dtypes, C-contiguous), and the call
    returns ``(the step's arrays, index, pair (nc,), rows (nc, 7), impulses (nc, 3))`` (the impulses in
    the contacts' order): what the next step's ``previous`` needs; ``warm`` (the callable) is then
    called with ``previous`` as a fifth argument.  ``chain`` True instead (no trajectory): the call
@@ -630,42 +630,7 @@ static PyArrayObject *plan_array(PyObject *o, int ndim, int type) {
     return a;
 }
 
-/* The warm start of ``nc`` contacts (scene pairs ``pair``, rows ``rows`` (nc, 7): [p (3), n (3), offset])
-   from the step before's (``p0``, ``r0``, impulses ``l0``, ``n0`` of them), written into ``w`` (each
-   contact's in row ``at[i]``, or ``i`` where ``at`` is NULL; ``w`` zeros on entry), as
-   scene_step.matched_warm_start gives it where the matching is plain: no contact before or now (zeros),
-   or the same pairs in the same order with the same points and normals (the impulses), or each pair
-   once, each contact's impulse kept where its point moved by at most ``radius`` and its normal is the
-   same (else zero; the same arithmetic: sqrt((dx^2 + dy^2) + dz^2) <= radius).  Returns 1 where
-   written, 0 where the general matching must answer (pairs that changed, a pair twice, a turned
-   normal). */
-static int match_plain(const int64_t *p0, const double *r0, const double *l0, npy_intp n0, const int64_t *pair,
-                       const double *rows, npy_intp nc, double radius, double *w, const int64_t *at) {
-    if (!nc || !n0) return 1;
-    if (n0 != nc || memcmp(p0, pair, nc * sizeof *pair)) return 0;
-    int same = 1;
-    for (npy_intp i = 0; same && i < nc; i++) same = !memcmp(r0 + 7 * i, rows + 7 * i, 6 * sizeof(double));
-    if (!same) {
-        for (npy_intp i = 0; i < nc; i++)
-            for (npy_intp j = i + 1; j < nc; j++)
-                if (pair[i] == pair[j]) return 0;
-    }
-    int keep[SD_MAXCONTACTS];
-    for (npy_intp i = 0; i < nc; i++) {
-        if (same) { keep[i] = 1; continue; }
-        double dx = rows[7 * i] - r0[7 * i], dy = rows[7 * i + 1] - r0[7 * i + 1], dz = rows[7 * i + 2] - r0[7 * i + 2];
-        dx *= dx;
-        dy *= dy;
-        dz *= dz;
-        double d = dx + dy;
-        d += dz;
-        keep[i] = sqrt(d) <= radius;
-        if (keep[i] && memcmp(r0 + 7 * i + 3, rows + 7 * i + 3, 3 * sizeof(double))) return 0;
-    }
-    for (npy_intp i = 0; i < nc; i++)
-        if (keep[i]) memcpy(w + 3 * (at ? at[i] : i), l0 + 3 * i, 3 * sizeof(double));
-    return 1;
-}
+#include "warm_match.c"   /* (pasted in here by fastcall.py: the warm start's matching) */
 
 /* The stages that find a step's candidates in the call (``found``'s third entry, scene_step's), run in
    order: a tuple of ``(kernel, ins, out)``, a Kernel run on ``ins`` (a tuple of its inputs, the ints 0
@@ -885,9 +850,12 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
             pp[i] = ev[sel[i]];
             x[0] = r[7], x[1] = r[8], x[2] = r[9], x[3] = r[4], x[4] = r[5], x[5] = r[6], x[6] = r[10];
         }
-        if (q0)
-            matched = match_plain(PyArray_DATA(q0), PyArray_DATA(r0), PyArray_DATA(l0), PyArray_DIM(q0, 0), pp, rr,
-                                  nc, radius, w, mode == 0 ? slot : NULL);
+        if (q0) {
+            const int64_t *p0 = PyArray_DATA(q0), *at = mode == 0 ? slot : NULL;
+            const double *x0 = PyArray_DATA(r0), *i0 = PyArray_DATA(l0);
+            matched = match_plain(p0, x0, i0, PyArray_DIM(q0, 0), pp, rr, nc, radius, w, at);
+            if (matched < 0) matched = match_general(p0, x0, i0, PyArray_DIM(q0, 0), pp, rr, nc, radius, w, at);
+        }
     }
     if (matcher && !matched) {                               /* the warm start of these contacts */
         npy_intp dims[1] = {nc};

@@ -23,7 +23,7 @@ from .dynamics import ContactWarning, contact_jacobian
 
 __all__ = ["ContactProblem", "ContactStep", "ContactResiduals", "ContactStepWarning", "Rollout", "contact_problem",
            "point_contacts", "contact_basis", "contact_data", "contact_slots", "ContactSlots", "plane_basis", "SOLVERS",
-           "StepArrays", "BodyContact", "slot_frames", "slot_structure", "DATA_SLOT", "slot_width"]
+           "turned_impulses", "StepArrays", "BodyContact", "slot_frames", "slot_structure", "DATA_SLOT", "slot_width"]
 
 #: The solvers of :func:`contact_step`.
 SOLVERS = ("admm", "pgs")
@@ -315,6 +315,15 @@ def plane_basis(plane):
     b = [n[1] * t[2] - n[2] * t[1], n[2] * t[0] - n[0] * t[2], n[0] * t[1] - n[1] * t[0]]
     R = np.stack([np.stack([t[k], b[k], n[k]], -1) for k in range(3)], -2)
     return R, np.stack(n, -1), plane[..., 3] / size
+
+
+def turned_impulses(planes, before, impulses):
+    """Contact impulses (k, 3) turned from the frames of the planes ``before`` (k, 4) into those of
+    ``planes`` (k, 4) (:func:`plane_basis`'s frames): ``R^T R_before lambda``, the world vector
+    ``R_before lambda`` first, each sum left to right (as the native warm start's matcher sums them)."""
+    R, R0 = plane_basis(planes)[0], plane_basis(before)[0]
+    w = [R0[:, j, 0] * impulses[:, 0] + R0[:, j, 1] * impulses[:, 1] + R0[:, j, 2] * impulses[:, 2] for j in range(3)]
+    return np.stack([R[:, 0, i] * w[0] + R[:, 1, i] * w[1] + R[:, 2, i] * w[2] for i in range(3)], -1)
 
 
 def contact_basis(contact):

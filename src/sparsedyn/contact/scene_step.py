@@ -53,7 +53,7 @@ from ..algorithms.kinematics import frame_placements
 from ..model.sensors import Contact
 from .collision import collide_within
 from .data_slots import batch_slots, runs_per_body, step_slots
-from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, plane_basis
+from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, turned_impulses
 from .scene_batch import batch_contacts, batch_warm_start
 from .look_ahead import pair_cutoffs, step_hits
 from .scene_data import scene_slot_data
@@ -164,7 +164,9 @@ class FoundContacts:
             return rows
         if rows is None:
             slots = self.slots
-            rows = self._rows = slots.data[:, 1:] if slots.index is None else slots.data.take(slots.index, 0)[:, 1:]
+            # (C-contiguous: the native call matches a trajectory's next warm start from these rows)
+            rows = self._rows = np.ascontiguousarray(slots.data[:, 1:] if slots.index is None else
+                                                     slots.data.take(slots.index, 0)[:, 1:])
         elif callable(rows):
             rows = self._rows = rows()
         return rows
@@ -229,8 +231,7 @@ def matched_warm_start(previous, impulses, contacts) -> np.ndarray:
         if n1.tobytes() == n0.tobytes() or (n1 == n0).all():               # same normals (a floor): same frames
             out[i] = impulses[j]
         else:
-            R = plane_basis(np.concatenate([planes1[i], planes0[j]]))[0]
-            out[i] = np.einsum("kji,kjl,kl->ki", R[:len(i)], R[len(i):], impulses[j])      # R1^T R0 lambda
+            out[i] = turned_impulses(planes1[i], planes0[j], impulses[j])
     return out
 
 
@@ -267,8 +268,7 @@ def _same_pairs(previous, impulses, contacts):
     if n1[i].tobytes() == n0[i].tobytes():
         out[i] = impulses[i]
         return out
-    R = plane_basis(np.concatenate([r1[i, 3:], r0[i, 3:]]))[0]
-    out[i] = np.einsum("kji,kjl,kl->ki", R[:len(i)], R[len(i):], impulses[i])      # R1^T R0 lambda
+    out[i] = turned_impulses(r1[i, 3:], r0[i, 3:], impulses[i])
     return out
 
 

@@ -7,7 +7,21 @@ import numpy as np
 
 from .overlays import Animation
 
-__all__ = ["Recording"]
+__all__ = ["Recording", "sent"]
+
+
+def sent(call, attempts=3):
+    """``call()``'s value, called again (up to ``attempts`` times in all) where viser's wake-up of its
+    sender raced the server's loop: viser sets an ``asyncio.Event`` from the caller's thread, which
+    now and then raises ``RuntimeError("deque mutated during iteration")`` with the message already
+    queued.  ``call`` must be safe to repeat (it sends the same state again); any other error, and
+    the race ``attempts`` times in a row, are raised as they are."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except RuntimeError as err:
+            if "mutated during iteration" not in str(err) or attempt == attempts - 1:
+                raise
 
 
 class Recording:
@@ -70,16 +84,8 @@ class Recording:
         if not clients:
             raise RuntimeError(f"screenshot: no browser shows the viewer; open {self.url} first")
         client = clients[min(clients)]
-        for attempt in range(3):
-            try:
-                rgba = np.asarray(client.get_render(height=int(height), width=int(width), transport_format="png",
-                                                    timeout=timeout), float)
-                break
-            except RuntimeError as err:
-                # viser wakes its sender with an asyncio.Event set from this thread, which races the
-                # server's loop now and then; the request was queued, so asking again is safe.
-                if "mutated during iteration" not in str(err) or attempt == 2:
-                    raise
+        rgba = np.asarray(sent(lambda: client.get_render(height=int(height), width=int(width),
+                                                         transport_format="png", timeout=timeout)), float)
         if rgba.shape[-1] == 3:
             return rgba.astype(np.uint8)
         # The canvas is transparent where nothing is drawn, and the page behind it is white.

@@ -27,7 +27,7 @@ from ..model.spatial import pose
 from .framing import camera_pose, posed_points, shape_parts, standing
 from .meshes import need, shape_meshes
 from .overlays import Animation, contact_forces, contact_items
-from .recording import Recording
+from .recording import Recording, sent
 from .scene_view import WorldContacts, checked_scene, rollout_contacts, world_geometries
 
 __all__ = ["Viewer", "ViewerWarning", "Animation"]
@@ -318,6 +318,10 @@ class Viewer(Recording):
                              f"play(qs, dt) shows a trajectory")
         R, p = forward_kinematics(self._kinematics, q)
         quats = _wxyz(R)
+        sent(lambda: self._posed(q, quats, p, contacts))
+
+    def _posed(self, q, quats, p, contacts):
+        """Send the pose of :meth:`display` (its bodies' orientations ``quats`` and positions ``p``)."""
         with self._lock, self._server.atomic():
             self._q = q
             self._pose_bodies(quats, p)
@@ -369,7 +373,7 @@ class Viewer(Recording):
             self._contacts = contact_forces(self.model, forces)
             if scale is not None:
                 self._contact_scale = float(scale)
-            self._draw_contacts()
+            sent(self._draw_contacts)
 
     def _draw_contacts(self):
         if isinstance(self._contacts, WorldContacts):          # a scene's contacts: points, forces in the world
@@ -385,10 +389,10 @@ class Viewer(Recording):
         scale = self._contact_scale or 0.5 * size / weight
         end = start + scale * force
         scene = self._server.scene
-        for h in self._contact_handles:
+        handles, self._contact_handles = self._contact_handles, ()     # (each removed once, if sent again)
+        for h in handles:
             h.remove()
         if not len(start):
-            self._contact_handles = ()
             return
         self._contact_handles = (
             scene.add_point_cloud("/overlay/contacts/points", start.astype(np.float32), colors=(230, 30, 30),
@@ -501,7 +505,7 @@ class Viewer(Recording):
     def _seek_frame(self, k):
         self._show_frame(k)
         if self._gui_time is not None:
-            self._gui_time.value = self._frame / self._traj[2]
+            sent(lambda: setattr(self._gui_time, "value", self._frame / self._traj[2]))
 
     def _start_player(self):
         if getattr(self, "_player", None) is not None and self._player.is_alive():
