@@ -59,7 +59,7 @@ from pathlib import Path
 
 __all__ = ["load_fastcall", "FASTCALL_SOURCE"]
 
-#: The extension's C source: fastcall.c with warm_match.c (a trajectory's warm start) pasted where it includes it.
+#: The extension's C source, fastcall.c with warm_match.c (a trajectory's warm start) pasted where it includes it.
 FASTCALL_SOURCE = resources.files(__package__).joinpath("fastcall.c").read_text(encoding="utf-8").replace(
     '#include "warm_match.c"', resources.files(__package__).joinpath("warm_match.c").read_text(encoding="utf-8"))
 
