@@ -396,10 +396,14 @@ def test_the_unknowns_rows_of_g_in_the_sliding_axes():
 def polish_run(stages, inputs, K, S):
     """``(S, flag)``: a run of the polish stage as the kernel's loop takes it on the loop state ``S``: a
     round's first step from ADMM's iterate (no try yet, ADMM's iterations run) stage 10, the start's round's
-    first (no iteration yet) stage 9, a later step stage 3; the flag relative to stage 3 (as it moves there)."""
+    first (no iteration yet) stage 9, a later step stage 3 (where it hands the step to the guesses on pairs,
+    the state unchanged, stage 11); the flag relative to stage 3 (as it moves there)."""
     lay = stages[0].args[0]
     k = (9 if S[lay.S["it"]][0] == 0.0 else 10) if S[lay.S["tries"]][0] == 0.0 else 3
     out, flag = stages[k](*inputs, K, S)
+    if k == 3 and float(flag) == 8.0:
+        assert np.array_equal(out, S)
+        k, (out, flag) = 11, stages[11](*inputs, K, S)
     return out, float(flag) + (k - 3)
 
 
@@ -471,6 +475,31 @@ def test_a_round_past_its_budget_goes_on_only_while_it_converges():
     assert run(1000.0, 100.0, r / fp.CONVERGING * 0.99)[1] == 0.0  # paid: on, gain or not (within REPEATS)
 
 
+def five_point_stage():
+    """:func:`box_polish_stage` on the box's four corners and a fifth point 1 mm from the first (a
+    near-duplicate)."""
+    return points_stage(corners() + [sd.Contact("box", "3d", friction=MU, point=(-H + 1e-3, -H, -H))])
+
+
+def grid(n=4):
+    """``n x n`` contacts on the box's bottom face, its corners among them."""
+    return [sd.Contact("box", "3d", friction=MU, point=(x, y, -H), name=f"p{i}")
+            for i, (x, y) in enumerate((x, y) for x in np.linspace(-H, H, n) for y in np.linspace(-H, H, n))]
+
+
+def points_stage(contacts):
+    """:func:`box_polish_stage` on the box's ``contacts``."""
+    from sparsedyn.contact.friction_kernel import _pieces
+    from sparsedyn.contact.friction_problem import contact_slots
+    slots = contact_slots(MODEL, contacts)
+    settings = np.array([DT, 1e-300, 300.0, 1e4, 0.005])
+    inputs = [Q0, Z, Z, settings, np.zeros((len(slots.frames), 3)), slots.data]
+    init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
+    lay = stages[0].args[0]
+    K, S0 = init(*inputs)
+    return inputs, stages, lay, K, stages[8](*inputs, K, S0)[0]             # G: stage 8
+
+
 def test_every_other_round_merges_near_duplicates_and_a_warm_start_never():
     """:func:`~sparsedyn.contact.friction_polish.merges`: 1 on rounds 0, 2, ..., 8 of ADMM's iterates, 0 on
     the odd ones and on a warm start's round.  On the box's four corners and a fifth point 1 mm from the
@@ -480,15 +509,7 @@ def test_every_other_round_merges_near_duplicates_and_a_warm_start_never():
     keep both closed, the fifth carrying a share, the five loads summing to ``m g dt``."""
     assert [float(fp.merges(float(r), 0.0)) for r in range(fp.ROUNDS + 1)] == [1.0, 0.0] * (fp.ROUNDS // 2) + [1.0]
     assert float(fp.merges(0.0, 1.0)) == 0.0 and float(fp.merges(2.0, 1.0)) == 0.0
-    from sparsedyn.contact.friction_kernel import _pieces
-    from sparsedyn.contact.friction_problem import contact_slots
-    slots = contact_slots(MODEL, corners() + [sd.Contact("box", "3d", friction=MU, point=(-H + 1e-3, -H, -H))])
-    settings = np.array([DT, 1e-300, 300.0, 1e4, 0.005])
-    inputs = [Q0, Z, Z, settings, np.zeros((len(slots.frames), 3)), slots.data]
-    init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
-    lay = stages[0].args[0]
-    K, S0 = init(*inputs)
-    S0 = stages[8](*inputs, K, S0)[0]                             # G: stage 8
+    inputs, stages, lay, K, S0 = five_point_stage()
     load = MASS * G * DT
     z = np.zeros((lay.nc, 3))
     z[:4, 2], z[0, 2], z[4, 2] = load / 4, 0.6 * load / 4, 0.4 * load / 4
@@ -551,27 +572,6 @@ def test_the_ratio_test_steps_to_the_first_closed_contact_that_opens():
     out = fp._ratio_test(z, lam, np.array([0.0, 0.0, 1.0]))      # the third open: the first bounds (1/2)
     assert np.allclose(out, z + 0.5 * (lam - z), rtol=0, atol=4 * EPS)
     assert np.array_equal(fp._ratio_test(z, np.abs(lam), np.zeros(3)), np.abs(lam))
-
-
-def test_a_sliding_answer_moving_along_its_friction_is_guessed_sticking():
-    """:func:`~sparsedyn.contact.friction_polish._sticking`: a contact on its cone's circle whose velocity
-    has a component along its friction (Coulomb's law wants it opposite) is moved inside the cone by
-    ``2 STICK`` (read sticking by :func:`~sparsedyn.contact.friction_polish.modes`); one whose velocity
-    opposes its friction, one inside its cone and an open one are kept bit for bit; and the first too
-    where its speed along the friction, ``u_t . lambda_t / |lambda_t| = 0.02`` m/s by hand, is below the
-    answer's error ``err``.  A contact past its circle (Newton's next iterate: ``|lambda_t| = 1.1 mu
-    lambda_n``) moving along its friction is guessed sticking too: its friction's size ``(1 - 2 STICK) mu
-    lambda_n``."""
-    mu = np.full(5, 0.5)
-    Z = np.array([[0.3, 0.4, 1.0], [0.3, 0.4, 1.0], [0.1, 0.0, 1.0], [0.0, 0.0, 0.0], [0.33, 0.44, 1.0]])
-    u = np.array([[0.1, -0.05, 0.0], [-0.3, -0.4, 0.0], [0.2, 0.0, 0.0], [1.0, 0.0, 0.5], [0.1, -0.05, 0.0]])
-    assert np.array_equal(fp._sticking(Z, u, mu, 0.021), Z)
-    out = fp._sticking(Z, u, mu, 0.019)
-    assert np.array_equal(out[1:4], Z[1:4]) and out[0, 2] == Z[0, 2] and out[4, 2] == Z[4, 2]
-    assert np.allclose(out[0, :2], Z[0, :2] * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
-    assert np.allclose(out[4, :2], np.array([0.6, 0.8]) * 0.5 * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
-    _, stick, slide, _ = fp.modes(out, mu, np.ones(5))
-    assert list(stick) == [1, 0, 1, 0, 1] and list(slide) == [0, 1, 0, 0, 0]
 
 
 def _landing_box(rotvec, spin, slide, fall):
@@ -713,8 +713,9 @@ def test_an_answer_near_the_tolerance_is_finished_past_the_budget():
 
 
 def test_a_rounds_first_step_holds_no_guess_its_weights_discard():
-    """The polish stage traced three times (:data:`~sparsedyn.contact.friction_polish._STARTS`): a round's
-    later steps (stage 3: the swap, the pairs' merge, the sticking and closing guesses), the first step
+    """The polish stage traced four times (:data:`~sparsedyn.contact.friction_polish._STARTS`): a round's
+    later steps (stage 11: the swap, the pairs' merge, the sticking and closing guesses; stage 3: the
+    guesses on single contacts and the test whether one on pairs applies), the first step
     from ADMM's iterate (stage 10: the merge of near-duplicates alone) and the start's round's first step
     (stage 9: the closing guess alone) on a box resting on 16 points (48 rows; the guesses' pairs grow with
     the square of the contacts): each first step's program is a fraction of the later steps', the
@@ -722,9 +723,39 @@ def test_a_rounds_first_step_holds_no_guess_its_weights_discard():
     from sparsedyn.contact.friction_kernel import _step_program
     from sparsedyn.contact.friction_problem import contact_slots
     from sparsedyn.symbolic.ir import CONST, MATMUL
-    grid = [(x, y) for x in np.linspace(-H, H, 4) for y in np.linspace(-H, H, 4)]
-    slots = contact_slots(MODEL, [sd.Contact("box", "3d", friction=MU, point=(x, y, -H), name=f"p{i}")
-                                  for i, (x, y) in enumerate(grid)])
+    slots = contact_slots(MODEL, grid())
     prog = _step_program(MODEL, {"frames": slots.frames}, ())
-    ops = [sum(1 for op, _, _ in prog.stages[k].nodes if CONST < op != MATMUL) for k in (3, 10, 9)]
+    ops = [sum(1 for op, _, _ in prog.stages[k].nodes if CONST < op != MATMUL) for k in (11, 10, 9, 3)]
     assert ops[2] < ops[1] < 0.6 * ops[0] and ops[2] < 0.4 * ops[0], ops
+    assert ops[3] < 0.6 * ops[0], ops                 # a later step without the guesses on pairs, stage 3
+
+
+def test_a_later_step_leaves_out_the_guesses_on_pairs_where_none_applies():
+    """A round's later step runs without its guesses on pairs of contacts (stage 3) and hands the step,
+    the loop state untouched, to the one with them (stage 11: flag +8) where one of them applies; a
+    tolerance no polish meets, 16 contacts on the box's bottom face (``PAIRS_APART``).
+    From a resting answer (each ``m g dt / 16``, no friction: no pair of near-duplicates, none sliding)
+    both stages give the same state and the same next stage, bit for bit.  With the last point moved 1 mm
+    from the first, the two sharing the first's load, each sliding on its cone's circle against the other
+    (friction ``+-mu n`` along x: a squeeze, :func:`~sparsedyn.contact.polish_guess.merge_guess`'s
+    ``opposed``), stage 3 hands over and stage 11 changes the state.  Below 16 contacts stage 3 has the
+    guesses (a box's four corners: it never hands over, and stage 11 is no program of the step's)."""
+    from sparsedyn.contact.polish_guess import PAIRS_APART
+    load = MASS * G * DT
+    near = grid()[:15] + [sd.Contact("box", "3d", friction=MU, point=(-H + 1e-3, -H, -H), name="near")]
+    squeeze = [[MU * load / 32, 0.0, load / 32], *[[0.0, 0.0, load / 16]] * 14, [-MU * load / 32, 0.0, load / 32]]
+    assert len(grid()) == len(near) == PAIRS_APART
+    for stage, z, pairs in ((points_stage(grid()), [[0.0, 0.0, load / 16]] * 16, False),
+                            (points_stage(near), squeeze, True)):
+        inputs, stages, lay, K, S = stage
+        S = S.copy()
+        S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["pbest"]] = 100.0, 1.0, 1e300     # a round's second step
+        S[lay.S["pz"]] = np.concatenate([np.ravel(z), np.zeros(3 * lay.nc - 3 * len(z))])   # (free slots: 0)
+        (light, flag), (full, flag11) = stages[3](*inputs, K, S), stages[11](*inputs, K, S)
+        if not pairs:
+            assert np.array_equal(light, full) and float(flag) == float(flag11) + 8.0 != 8.0
+        else:
+            assert float(flag) == 8.0 and np.array_equal(light, S) and not np.array_equal(full, S)
+    inputs, stages, lay, K, S = box_polish_stage()
+    S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["pz"]] = 100.0, 1.0, np.ravel(squeeze[:4])
+    assert float(stages[3](*inputs, K, S)[1]) != 8.0 and float(stages[11](*inputs, K, S)[1]) == 1.0

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from conftest import rounding_bound
+from conftest import EPS, rounding_bound
 from sparsedyn.contact import friction_polish as fp
 from sparsedyn.contact.friction import ContactStepWarning
 from sparsedyn.contact.polish_guess import (NEAR, PAIR, SLIP_ERROR, SWAP_SHARE, answer_closing_guess, closing_guess,
-                                            merge_guess, swap_guess)
+                                            merge_guess, sticking_guess, swap_guess)
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
 from test_friction_polish import _coulomb, box_polish_stage, polish_run
@@ -370,3 +370,24 @@ def test_a_quadruped_standing_on_two_points_a_foot_is_solved_warm_started(backen
     vz = [sd.center_of_mass_velocity(model, a.q, x)[1][2] for x in (a.v, b.v)]
     weight = m * 9.81 * dt
     assert abs(np.sum(np.asarray(b.impulses)[:, 2]) - (weight + m * (vz[1] - vz[0]))) <= 1e-6 * weight
+
+
+def test_a_sliding_answer_moving_along_its_friction_is_guessed_sticking():
+    """:func:`~sparsedyn.contact.polish_guess.sticking_guess`: a contact on its cone's circle whose velocity
+    has a component along its friction (Coulomb's law wants it opposite) is moved inside the cone by
+    ``2 STICK`` (read sticking by :func:`~sparsedyn.contact.friction_polish.modes`); one whose velocity
+    opposes its friction, one inside its cone and an open one are kept bit for bit; and the first too
+    where its speed along the friction, ``u_t . lambda_t / |lambda_t| = 0.02`` m/s by hand, is below the
+    answer's error ``err``.  A contact past its circle (Newton's next iterate: ``|lambda_t| = 1.1 mu
+    lambda_n``) moving along its friction is guessed sticking too: its friction's size ``(1 - 2 STICK) mu
+    lambda_n``."""
+    mu = np.full(5, 0.5)
+    Z = np.array([[0.3, 0.4, 1.0], [0.3, 0.4, 1.0], [0.1, 0.0, 1.0], [0.0, 0.0, 0.0], [0.33, 0.44, 1.0]])
+    u = np.array([[0.1, -0.05, 0.0], [-0.3, -0.4, 0.0], [0.2, 0.0, 0.0], [1.0, 0.0, 0.5], [0.1, -0.05, 0.0]])
+    assert np.array_equal(sticking_guess(Z, u, mu, 0.021, fp.STICK), Z)
+    out = sticking_guess(Z, u, mu, 0.019, fp.STICK)
+    assert np.array_equal(out[1:4], Z[1:4]) and out[0, 2] == Z[0, 2] and out[4, 2] == Z[4, 2]
+    assert np.allclose(out[0, :2], Z[0, :2] * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
+    assert np.allclose(out[4, :2], np.array([0.6, 0.8]) * 0.5 * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
+    _, stick, slide, _ = fp.modes(out, mu, np.ones(5))
+    assert list(stick) == [1, 0, 1, 0, 1] and list(slide) == [0, 1, 0, 0, 0]

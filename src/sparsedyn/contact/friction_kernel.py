@@ -3,19 +3,19 @@ stages of one iterative kernel, :func:`contact_step_kernel`, which the compiler 
 steered by the stages' flags (:mod:`sparsedyn.symbolic.loop`), and which its NumPy reference runs on
 floats in the same loop (:func:`~sparsedyn.symbolic.loop.run_stages`), state by state.
 
-``init`` computes the problem (:func:`~sparsedyn.contact.friction_problem.problem_of`, the free velocity,
-open contacts, scales, warm start), stage 0 sends a start that is solved already to the correction and any
-other to stage 8, which makes ``G = Z Z^T`` (``Z`` (m, nv)) and sends it (warm or cold) to the polish (stage 9:
-that round's first step), stage 1 factors ``(G + (eta + rho) I)^-1`` (Woodbury's identity, an ``nv x nv``
-Cholesky), stage 2 runs one ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when
-it changes ``rho``, stage 10 polishes the iterate (:mod:`~sparsedyn.contact.friction_polish`: the linear
-system of its contacts' modes, solved and accepted where Coulomb's law holds to ``tol``; after a few
-iterations, once the modes hold, or when the check fails) and stage 3 takes the round's next steps, stage 4
-checks Coulomb's law itself (the residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are
-small, stage 5 continues a state that ADMM has not solved in its budget with Gauss-Seidel sweeps until they
-stall (the whole solve for ``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel),
-stage 7 polishes it (the exact solution on its active rows), ``finish`` gives the next state.  Every choice is
-arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced program, and the same function of floats.
+``init`` computes the problem (:func:`~sparsedyn.contact.friction_problem.problem_of`, the free velocity, open
+contacts, scales, warm start), stage 0 sends a start that is solved already to the correction and any other to stage
+8, which makes ``G = Z Z^T`` (``Z`` (m, nv)) and sends it (warm or cold) to the polish (stage 9: that round's first
+step), stage 1 factors ``(G + (eta + rho) I)^-1`` (Woodbury's identity, an ``nv x nv`` Cholesky), stage 2 runs one
+ADMM iteration with ADMM's own (cheap) residuals and asks for a new inverse when it changes ``rho``, stage 10
+polishes the iterate (:mod:`~sparsedyn.contact.friction_polish`: the linear system of its contacts' modes, solved and
+accepted where Coulomb's law holds to ``tol``; after a few iterations, once the modes hold, or when the check fails)
+and stage 3 takes the round's next steps (stage 11 those whose start a guess on pairs of contacts changes), stage 4
+checks Coulomb's law itself (the residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are small,
+stage 5 continues a state that ADMM has not solved in its budget with Gauss-Seidel sweeps until they stall (the whole
+solve for ``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), stage 7 polishes it (the
+exact solution on its active rows), ``finish`` gives the next state.  Every choice is arithmetic (``_step``,
+``_relu`` from ``copysign``), so each stage is one traced program, and the same function of floats.
 
 The iteration, and why (the hard case it is chosen for: the dm_control humanoid lying on the floor, its
 joints moved a little: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero
@@ -279,9 +279,9 @@ def _delassus(lay, *X):
 
 
 def _first_step(start, back, lay, *X):
-    """The first step of a round of polishes (:func:`~sparsedyn.contact.friction_polish.polish_stage`'s
-    ``start``: the start's round, from :func:`_delassus`, stage 9; ADMM's, from :func:`_iterate` or
-    :func:`_check`, stage 10), then as the polish stage's (``-back``: to it, stage 3)."""
+    """A round's first step (``start``: :data:`~sparsedyn.contact.friction_polish.FIRST_STEPS`), its flag ``-back``."""
+    if start is None and not polishing.pairs_apart(lay.nc):         # (stage 3 has the guesses on pairs: never run)
+        return X[-1], 1.0
     S, f = polishing.polish_stage(lay, *X, start=start)
     return S, f - back
 
@@ -452,7 +452,7 @@ def _correction_rows(lay, settings, K, S):
 def _correct(lay, *X):
     """One sweep of the position correction (split impulse) on the normal block of ``G``, the load-bearing
     touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`):
-    solved or stalled (its best iterate), past the last stage (+5); a polish due (+1:
+    solved or stalled (its best iterate), past the last stage (+6); a polish due (+1:
     :func:`~sparsedyn.contact.correction.polish_due`); else sweep on."""
     settings, _, K, S = lay.unpack(X)
     A, held = _correction_rows(lay, settings, K, S)
@@ -462,7 +462,7 @@ def _correct(lay, *X):
     sweeps = S["sweeps"][0] + 1.0
     due, change = polish_due(sweeps, S["due"][0], l, S["l"], S["change"][0])
     S.update(l=l, sweeps=sweeps, change=change, **dict(zip(_STALL, best)))
-    return lay.pack(lay.S, S), 5.0 * stop + (1.0 - stop) * due
+    return lay.pack(lay.S, S), 6.0 * stop + (1.0 - stop) * due
 
 
 def _correct_polish(lay, *X):
@@ -504,8 +504,8 @@ def _finish_and_correction(lay, *X):
 def _pieces(model, frames, opt):
     """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
     lay = _Layout(model, frames, opt)
-    stages = (_dispatch, _factorize, _iterate, polishing.polish_stage, _check, _gauss_seidel, _correct,
-              _correct_polish, _delassus, partial(_first_step, "warm", 6.0), partial(_first_step, "admm", 7.0))
+    stages = (_dispatch, _factorize, _iterate, partial(polishing.polish_stage, pairs=False), _check, _gauss_seidel,
+              _correct, _correct_polish, _delassus, *(partial(_first_step, *x) for x in polishing.FIRST_STEPS))
     return partial(_init, lay), [partial(f, lay) for f in stages], partial(_finish_and_correction, lay)
 
 
@@ -552,8 +552,7 @@ def _step_program(model, static, optional):
                 "contact_data": (_nc, slot_width)},
         optional={"f_ext": ("nb", 6), "gravity": (3,)}, static=("frames",), sequences=("frames",),
         outputs={"q_next": ("nq",), "v_next": ("nv",), "impulses": (_nc, 3), "velocities": (_nc, 3),
-                 "report": (8,), "correction": (_nc,)},
-        program=_step_program, result=StepArrays)
+                 "report": (8,), "correction": (_nc,)}, program=_step_program, result=StepArrays)
 def contact_step_kernel(model, q, v, tau, settings, warm_start, contact_data, frames, *, f_ext=None, gravity=None):
     """:func:`contact_step` as arrays (a :class:`StepArrays`): the iterative kernel (see
     :mod:`sparsedyn.symbolic.loop`) that a compiled model runs as one native call per state, and that

@@ -77,8 +77,9 @@ targets no rigid motion meets, a box's four corners with one touching and the ot
 runs off along ``G``'s null space, making a diagonal pair of corners negative: its answer is taken
 only as far as the first closed contact that opens (:func:`_ratio_test`), not to the end, which opens
 both.  And an answer's sliding contact whose velocity moves along its friction (Coulomb's law wants it
-opposite) is guessed sticking for the next step (:func:`_sticking`): the answer's projection puts a
-sliding contact back on its cone's circle, so without it no sliding contact would ever stick again.
+opposite) is guessed sticking for the next step (:func:`~sparsedyn.contact.polish_guess.sticking_guess`):
+the answer's projection puts a sliding contact back on its cone's circle, so without it no sliding
+contact would ever stick again.
 go1 landing flat on its trunk (example-robot-data; four corners, hips and feet, one corner 33 nm
 above the plane): the polish's answer at ADMM's iteration 221, where ADMM and Gauss-Seidel crept for
 11000 iterations.
@@ -102,7 +103,8 @@ from .. import backend as bk
 from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _mv_sym, _spd_inverse
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
-from .polish_guess import answer_closing_guess, answer_error, closing_guess, merge_guess, swap_guess
+from .polish_guess import (answer_closing_guess, answer_error, closing_guess, merge_guess, pairs_apart,
+                           pairs_guessed, sticking_guess, swap_guess)
 
 __all__ = []
 
@@ -130,6 +132,8 @@ QUADRATIC = 1e-3
 CAPACITANCE = 1e-14
 #: Polishes in a row, each from the modes of the previous answer, before ADMM goes on.
 REPEATS = 3
+#: The kernel's stages 9, 10, 11 (a round's first steps; 11: a later step's guesses on pairs): ``(start, from 3)``.
+FIRST_STEPS = (("warm", 6.0), ("admm", 7.0), (None, 8.0))
 #: A round goes on past :data:`REPEATS` polishes, up to ``LONGEST``, while each polish brings Coulomb's
 #: residuals (relative to their stopping tests) below ``PROGRESS`` of the round's best so far: a
 #: repeated polish that corrects the modes converges as Newton's method does, by orders of magnitude a
@@ -420,7 +424,7 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     return out + (nxt, _vmax([rn[1] / vs, rn[2] / (ls * vs)]))
 
 
-def polish_stage(lay, *X, start=None):
+def polish_stage(lay, *X, start=None, pairs=True):
     """The solver's polish stage (:mod:`~sparsedyn.contact.friction_kernel`'s loop): one Newton step of
     a polish (:func:`newton_steps` of them make one; each run checks its answer) from the ADMM iterate
     ``z``, then (rejected) from the last step's answer (its modes and directions), :data:`REPEATS`
@@ -435,23 +439,21 @@ def polish_stage(lay, *X, start=None):
     closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`).
     Accepted: the step's impulses, on to the correction (+3); rejected, the round's last: back to ADMM
     (-1; from a warm start, before any iteration: to the factorisation, -2); else on (0).  ``start``: a
-    round's first step, ``"admm"`` or the start's round's ``"warm"`` (:data:`_STARTS`), else a later step.
-
-    A run is one step, not the whole polish, so that the compiled stage holds one step's program, not
-    several written out one after the other: the cost of a stage run here is that of reading its code
-    and the tables of its block products (megabytes at 96 rows), which a second run of the same stage
-    finds in the cache; and a polish whose first step is accepted ends there."""
+    round's first step, ``"admm"`` or the start's round's ``"warm"`` (:data:`_STARTS`), else a later step
+    (``pairs`` False: without its guesses on pairs where :func:`pairs_apart`, :func:`_handed`).  A run is one
+    step, not the whole polish (module docstring: a stage costs the reading of its code)."""
     settings, mu, K, S = lay.unpack(X)
     m, tol = lay.m, settings[1]
     steps = newton_steps(m)
     G = S["G"].reshape(m, m)
     fresh, warm = _STARTS[start]
     z = fresh * S["z"] + (1.0 - fresh) * S["pz"]
-    # a warm start's round (before any ADMM iteration; a cold start's: all open): its impulses are the
-    # last step's, its velocities this step's, so an open contact that closes is guessed closed (not on
-    # ADMM's iterates, whose velocities carry ADMM's error: there z's open contacts are the better guess)
+    # a warm start's round (before any ADMM iteration; a cold start's: all open): its impulses the last step's, its
+    # velocities this step's: an open contact that closes is guessed closed (not on ADMM's iterates: their error)
     warm = _step(0.5 - S["it"][0]) if warm is None else warm
-    z, out = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"], merges(S["rounds"][0], warm))
+    pairs = pairs or not pairs_apart(lay.nc)                  # (few contacts: the guesses on pairs in this step)
+    z, out, need = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"],
+                            merges(S["rounds"][0], warm), pairs)
     # from ADMM's iterate, then from the last step's answer (its modes and directions)
     lam, u, res, ls, vs, ok, conv, nxt, rn = polished(G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal),
                                                       K["gmax"][0], K["dmax"][0], tol, slots=lay.slots(K), steps=1,
@@ -492,44 +494,56 @@ def polish_stage(lay, *X, start=None):
     more = (1.0 - cold) * more
     last = (1.0 - conv) * (1.0 - more)                              # rejected, the round's last
     keep = 1.0 - conv
-    S.update(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
-             res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
-             vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=nxt, pbest=best, out=out,
-             tries=tries * (1.0 - last) * keep,
-             rounds=S["rounds"][0] + last * (1.0 - cold), polishes=S["polishes"][0] + (1.0 - cold * keep) / steps,
-             next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
-    return lay.pack(lay.S, S), 3.0 * conv - last * (1.0 + _step(0.5 - it))
+    new = dict(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
+               res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
+               vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=nxt, pbest=best, out=out,
+               tries=tries * (1.0 - last) * keep,
+               rounds=S["rounds"][0] + last * (1.0 - cold), polishes=S["polishes"][0] + (1.0 - cold * keep) / steps,
+               next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
+    flag = 3.0 * conv - last * (1.0 + _step(0.5 - it))
+    new, flag = (new, flag) if pairs else _handed(S, new, flag, need)
+    S.update(new)
+    return lay.pack(lay.S, S), flag
+
+
+def _handed(S, new, flag, need):
+    """``(new, flag)`` of a later step without its guesses on pairs (most of its program, rarely applied): where one
+    would change its start (``need`` 1) the state ``S`` as it was, to stage 11 (:data:`FIRST_STEPS`)."""
+    return ({k: need * S[k] + (1.0 - need) * np.reshape(np.asarray(x), -1) for k, x in new.items()},
+            need * FIRST_STEPS[2][1] + (1.0 - need) * flag)
 
 
 #: :func:`polish_stage`'s ``start``: ``(fresh, warm)``, known where it is entered (None: ``warm`` read in the run).
 _STARTS = {None: (0.0, None), "warm": (1.0, 1.0), "admm": (1.0, 0.0)}
 
 
-def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0, merge=1.0):
-    """``(z, out)``: the iterate ``z`` (m,) that a polish starts from, and the contacts (nc,) that its swap
-    opened: (``swap`` 0: a round's first, from ADMM's iterate or a warm start) where ``merge``
-    (:func:`merges`), the impulse of each closed contact given to its closed near-duplicates that carry
-    more (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last answer) the
-    load of a pair of one body's contacts sliding with opposed frictions (a squeeze) given to the one that
-    carries more (``merge_guess``'s ``opposed``), then the load of a closed contact moved to
-    the open near-duplicate that its velocity closes fastest, shared where that one was opened by the
-    last step's swap (``back`` (nc,) 1) and the pair closes
-    (:func:`~sparsedyn.contact.polish_guess.swap_guess`), each open contact that the answer's velocity
-    closes beyond its error guessed closed (:func:`~sparsedyn.contact.polish_guess.answer_closing_guess`),
-    then (``weight`` 1, in its stead) each open contact that its velocity closes guessed closed, sticking
-    or sliding (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
+def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0, merge=1.0, pairs=True):
+    """``(z, out, need)``: the iterate ``z`` (m,) that a polish starts from, the contacts (nc,) that its swap
+    opened, and 1 where a guess on pairs, left out (``pairs`` False), would change ``z`` (else 0):
+    (``swap`` 0: a round's first, from ADMM's iterate or a warm start) where ``merge`` (:func:`merges`), the
+    impulse of each closed contact given to its closed near-duplicates that carry more
+    (:func:`~sparsedyn.contact.polish_guess.merge_guess`), or (``swap`` 1: from the last answer) the load of a
+    pair of one body's contacts sliding with opposed frictions (a squeeze) given to the one that carries more
+    (``merge_guess``'s ``opposed``), then the load of a closed contact moved to the open near-duplicate that its
+    velocity closes fastest, shared where that one was opened by the last step's swap (``back`` (nc,) 1) and the
+    pair closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`), each open contact that the answer's
+    velocity closes beyond its error guessed closed
+    (:func:`~sparsedyn.contact.polish_guess.answer_closing_guess`), then (``weight`` 1, in its stead) each open
+    contact that its velocity closes guessed closed, sticking or sliding
+    (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
     nc, m = lay.nc, lay.m
     Z = z.reshape(nc, 3)
     active = _active(G, lay.normal)
     Z = Z + (1.0 - swap) * merge * (merge_guess(G, Z, active, OPEN) - Z)
-    Z = Z + swap * (merge_guess(G, Z, active, OPEN, (mu, STICK)) - Z)
+    Z = Z + swap * (merge_guess(G, Z, active, OPEN, (mu, STICK)) - Z) if pairs else Z
     u = (_mv_sym(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
-    closed = _step(Z[:, 2] - OPEN * _vmax(_abs(Z)))
-    Z = Z + swap * (swap_guess(G, Z, u, active, OPEN, back) - Z)
+    closed, Z0 = _step(Z[:, 2] - OPEN * _vmax(_abs(Z))), Z
+    Z = Z + swap * (swap_guess(G, Z, u, active, OPEN, back) - Z) if pairs else Z
     out = swap * closed * (1.0 - _step(Z[:, 2] - OPEN * _vmax(_abs(Z))))
-    Z = Z + swap * (_sticking(Z, u, mu, answer_error(Z, u, active, OPEN)) - Z)
+    Z = Z + swap * (sticking_guess(Z, u, mu, answer_error(Z, u, active, OPEN), STICK) - Z)
     Z = Z + swap * (1.0 - weight) * (answer_closing_guess(G, Z, u, active, OPEN) - Z)
-    return (Z + weight * (closing_guess(G, Z, u, active, OPEN, mu) - Z)).reshape(m), out
+    need = 0.0 if pairs else pairs_guessed(G, Z0, u, active, OPEN, mu, STICK)
+    return (Z + weight * (closing_guess(G, Z, u, active, OPEN, mu) - Z)).reshape(m), out, need
 
 
 def merges(rounds, warm):
@@ -539,21 +553,6 @@ def merges(rounds, warm):
     The solution may put the load ADMM spreads on one member (talos fallen onto a box: a sole's corners
     millimetres apart) or share it (the dm_control humanoid's foot: its two capsules' ends 2 cm apart)."""
     return (1.0 - warm) * (1.0 - sum((k % 2 * 2.0 - 1.0) * _step(rounds - k + 0.5) for k in range(1, ROUNDS + 1)))
-
-
-def _sticking(Z, u, mu, err):
-    """The answer ``Z`` (nc, 3) with each contact on or past its cone's boundary (Newton's next iterate,
-    :func:`polish`: past it by the second order of its turn) whose velocity ``u`` (nc, 3) moves along its
-    friction (``u_t . lambda_t > 0``, which Coulomb's law forbids a sliding contact) faster than ``err``
-    [m/s], the answer's own error (its closed contacts' largest normal velocity, which its modes ask to
-    be zero), guessed sticking: its friction's size set to ``1 - 2 STICK`` of the cone's radius
-    (:func:`modes`).  Below that error the sign is the Newton step's, not the slip's (talos fallen onto
-    a box: slips of 1e-5 m/s beside answers off by 1e-4)."""
-    t, n = Z[:, :2], Z[:, 2]
-    edge = _step(_norms(t) - (1.0 - STICK) * mu * n) * _step(n - _TINY)
-    along = _step((u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1]) / (_norms(t) + _TINY) - err)
-    f = 1.0 + edge * along * ((1.0 - 2.0 * STICK) * mu * n / (_norms(t) + _TINY) - 1.0)
-    return np.concatenate([t * f[:, None], n[:, None]], 1)
 
 
 def _active(G, rows):

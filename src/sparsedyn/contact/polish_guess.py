@@ -68,9 +68,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as bk
-from .friction_problem import _TINY, _abs, _relu, _step, _vmax
+from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 
-__all__ = ["closing_guess", "answer_closing_guess", "swap_guess", "merge_guess", "answer_error"]
+__all__ = ["closing_guess", "answer_closing_guess", "swap_guess", "merge_guess", "answer_error", "pairs_guessed",
+           "sticking_guess", "pairs_apart", "PAIRS_APART"]
 
 
 #: An open contact that closes is guessed sliding only where its slip is more than this many times the
@@ -216,6 +217,38 @@ def _answer_reading(G, Z, u, active, open_fraction):
     return gnn, near, floor, closed, ln, active * (1.0 - closed) * (1.0 - _step(err + u[:, 2]))
 
 
+#: From this many contacts a polish's later step runs its guesses on pairs in a stage of its own, only where
+#: :func:`pairs_guessed` says one applies: at 16 contacts they are 27,000 operations and the test 3,900; at
+#: 4 the step is 13,000 in all and the test would save nothing.
+PAIRS_APART = 16
+
+
+def pairs_apart(nc):
+    """Whether a later step of ``nc`` contacts runs its guesses on pairs in a stage of its own."""
+    return nc >= PAIRS_APART
+
+
+def pairs_guessed(G, Z, u, active, open_fraction, mu, stick):
+    """1 where a guess on pairs of contacts may change a polish's answer ``Z`` (nc, 3) (velocities ``u``
+    (nc, 3)), else 0: a pair of closed contacts that slide with opposed frictions and are a nearly
+    redundant pair of one body (:func:`merge_guess`'s ``opposed``; copies of one contact counted too),
+    or an open contact that the answer's velocity closes beside a closed near-duplicate
+    (:func:`swap_guess`).  Where it is 0 those guesses give ``Z`` back, so a polish step may leave them
+    out: their programs are eight times this test's (the pairs' normal correlations and a product per
+    pair).  ``mu`` (nc,), ``stick`` as :func:`merge_guess`'s ``opposed``; ``G``, ``active``,
+    ``open_fraction`` as :func:`closing_guess`."""
+    _, near, floor, closed, ln, beyond = _answer_reading(G, Z, u, active, open_fraction)
+    swaps = np.sum(beyond * (1.0 - _step(floor - ln)) * _step(near @ closed - 0.5))
+    _, pairs = _near(G, Z, within=PAIR)
+    t = Z[:, :2]
+    sliding = closed * _step(bk.sqrt(t[:, 0] * t[:, 0] + t[:, 1] * t[:, 1]) - (1.0 - stick) * mu * Z[:, 2])
+    dot = t[:, None, 0] * t[None, :, 0] + t[:, None, 1] * t[None, :, 1]
+    nc = Z.shape[0]
+    opposed = sum(pairs[i, j] * sliding[i] * sliding[j] * (1.0 - _step(dot[i, j]))
+                  for i in range(nc) for j in range(i + 1, nc))
+    return 1.0 - _step(0.5 - (swaps + opposed))
+
+
 def _pair_share(G, Z, u, gnn):
     """``F`` (nc, nc): the share ``F[j, i]`` of the closed contact ``i``'s impulse that the open contact ``j``
     takes where both close: from the pair's own normal rows (the others' impulses held), the normal
@@ -278,3 +311,20 @@ def merge_guess(G, Z, active, open_fraction, opposed=None):
         taken = _step(count - 0.5)
         Z = Z * (1.0 - taken)[:, None] + (W / (count + 1.0 - taken)[None, :]) @ Z
     return Z
+
+
+def sticking_guess(Z, u, mu, err, stick):
+    """The answer ``Z`` (nc, 3) with each contact on or past its cone's boundary (Newton's next
+    iterate, :func:`~sparsedyn.contact.friction_polish.polish`: past it by the second order of its
+    turn) whose velocity ``u`` (nc, 3) moves along its friction (``u_t . lambda_t > 0``, which Coulomb's
+    law forbids a sliding contact) faster than ``err`` [m/s], the answer's own error (its closed
+    contacts' largest normal velocity, which its modes ask to be zero), guessed sticking: its
+    friction's size set to ``1 - 2 stick`` of the cone's radius (``stick`` the polish's ``STICK``, so
+    that :func:`~sparsedyn.contact.friction_polish.modes` reads it sticking).  Below that error the
+    sign is the Newton step's, not the slip's (talos fallen onto a box: slips of 1e-5 m/s beside
+    answers off by 1e-4).  ``mu`` (nc,).  Traced values or floats."""
+    t, n = Z[:, :2], Z[:, 2]
+    edge = _step(_norms(t) - (1.0 - stick) * mu * n) * _step(n - _TINY)
+    along = _step((u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1]) / (_norms(t) + _TINY) - err)
+    f = 1.0 + edge * along * ((1.0 - 2.0 * stick) * mu * n / (_norms(t) + _TINY) - 1.0)
+    return np.concatenate([t * f[:, None], n[:, None]], 1)
