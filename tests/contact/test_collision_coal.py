@@ -125,3 +125,35 @@ def test_a_flat_meshs_hull_is_refused_by_name():
             sd.collide(on_table, q)
     with pytest.raises(ValueError, match="mesh shape 'sole' is flat"):
         sd.contact_step(on_table.model, q, [0.0] * 6, [0.0] * 6, on_table, 1e-3)
+
+
+def test_every_scene_of_a_model_reads_and_hulls_each_mesh_geometry_once():
+    """What comes of a shape's geometry alone is the model's, not the scene's: a second scene of one
+    model gets the first's coal objects and hulls (the same objects), whatever the shapes' names and
+    placements; a mesh of another size or another vertex is its own (its hull the cube's corners times
+    its size); another model reads its own; a flat mesh is refused by each scene's own name."""
+    model = box_model()
+    cube = _cube_mesh(np.zeros((0, 3)))
+    moved = (np.eye(3), [0.0, 0.0, 2.0])
+    first = sd.Scene(model, world=[sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=cube, name="a")])
+    again = sd.Scene(model, world=[sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=cube, placement=moved, name="b"),
+                                   sd.Shape("mesh", (0.5, 1.0, 2.0), mesh=cube, name="long"),
+                                   sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=(cube[0] * 1.5, cube[1]), name="big")])
+    other = sd.Scene(box_model(), world=[sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=cube, name="a")])
+    k = {s.name: i for i, s in enumerate(first.shapes)}["a"]
+    kb, kl, kg = ({s.name: i for i, s in enumerate(again.shapes)}[n] for n in ("b", "long", "big"))
+    assert _coal_geometry(again, kb) is _coal_geometry(first, k) and _hull_convex(again, kb) is _hull_convex(first, k)
+    assert _coal_geometry(other, k) is not _coal_geometry(first, k)
+    assert _coal_geometry(again, kl) is not _coal_geometry(first, k)
+    V, rows = mesh_vertices(again)
+    for kk, corners in ((kb, CUBE), (kl, CUBE * [0.5, 1.0, 2.0]), (kg, CUBE * 1.5)):
+        got = V[rows[kk][0]:rows[kk][1]]
+        assert sorted(map(tuple, got)) == sorted(map(tuple, corners))
+    V0, rows0 = mesh_vertices(first)
+    assert np.array_equal(V0[rows0[k][0]:rows0[k][1]], V[rows[kb][0]:rows[kb][1]])
+    plate = (np.array([[0.0, 0.0, 0.1], [1.0, 0.0, 0.1], [1.0, 1.0, 0.1], [0.0, 1.0, 0.1]]),
+             np.array([[0, 1, 2], [0, 2, 3]]))
+    for name in ("plate", "same plate"):
+        scene = sd.Scene(model, world=[sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=plate, name=name)])
+        with pytest.raises(ValueError, match=f"mesh shape '{name}' is flat"):
+            _hull_convex(scene, len(scene.shapes) - 1)

@@ -81,6 +81,20 @@ def test_world_shapes_of_one_name_are_renamed_and_pair_friction_follows_mujocos_
     assert mu[("s0", "box")] == 0.3 and mu[("s0", "box_2")] == 0.9          # given / the scene's
 
 
+def test_every_scene_of_a_model_holds_its_robot_shapes_made_once():
+    """The robot's shapes are the model's (immutable, made once): two scenes of one model hold the same
+    objects, a world shape named as one of them is renamed in its scene and the robot's keeps its name in
+    both; another model's are its own."""
+    model = chain_model()
+    first = sd.Scene(model, world=[sd.Shape("plane", name="floor")])
+    again = sd.Scene(model, world=[sd.Shape("box", (1, 1, 1), name="s0")], self_collision=False)
+    robot = len(model.geometry("collision"))
+    assert all(a is b for a, b in zip(first.shapes[:robot], again.shapes[:robot]))
+    assert [s.name for s in again.shapes] == ["s0", "s1", "s1b", "s2", "s3", "s0_2"]
+    assert [s.name for s in first.shapes[:robot]] == ["s0", "s1", "s1b", "s2", "s3"]
+    assert sd.Scene(chain_model()).shapes[0] is not first.shapes[0]
+
+
 def test_mjcf_scene_takes_the_floor_and_frictions_of_mujocos_model():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -1,12 +1,22 @@
-"""coal's side of :func:`~sparsedyn.collide`: its shapes built from a scene's (kept by the scene), its
-signed distance at a tight tolerance, and the convex hulls of a scene's meshes (their vertices, which
-a mesh's closed-form contacts with a plane, a box or a height field use, and coal's hull)."""
+"""coal's side of :func:`~sparsedyn.collide`: its shapes built from a scene's, its signed distance at a
+tight tolerance, and the convex hulls of a scene's meshes (their vertices, which a mesh's closed-form
+contacts with a plane, a box or a height field use, and coal's hull).
+
+What is derived from a shape's geometry alone (coal's object, read from its file where it has one; its
+hulls; whether it is flat) depends on its kind, size, mesh and heights, not on its placement, name or
+friction, nor on the scene: it is kept in the model's store (:func:`~sparsedyn.model.topology.model_store`)
+under that geometry (:func:`_geometry_key`), so every scene of a model reads and hulls its meshes once
+(talos's 47 collision meshes: about 0.1 s), and the scene keeps a lookup by shape index.  A mesh file is
+read once for the model's lifetime."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
+
+from ..model.topology import model_store
 
 __all__ = ["mesh_vertices", "flat_mesh", "SAME_POINT", "COAL_TOLERANCE", "SAME_DEPTH", "FLAT"]
 
@@ -18,11 +28,38 @@ COAL_TOLERANCE = 1e-11
 SAME_DEPTH = 10 * COAL_TOLERANCE
 
 
-def _hull_vertices(scene, k):
-    """The vertices (V, 3) of the convex hull of mesh shape ``k`` in its frame, scaled; kept by the scene."""
-    key = ("hull", k)
+def _geometry_key(shape):
+    """What a shape's derived geometry depends on: its kind, size, mesh file, and digests of its vertices,
+    faces and heights (None where it has none)."""
+    def digest(x):
+        return None if x is None else hashlib.blake2b(np.ascontiguousarray(x).tobytes(), digest_size=16).hexdigest() \
+            + str(np.shape(x)) + str(np.asarray(x).dtype)
+    return shape.kind, tuple(float(x) for x in shape.size), shape.mesh, digest(shape.vertices), \
+        digest(shape.faces), digest(shape.heights)
+
+
+def _kept(scene, k, what, make):
+    """``what`` of shape ``k`` of ``scene``: kept in the model's store under the shape's geometry (module
+    docstring), made by ``make()`` the first time any scene of the model asks; looked up by index in the
+    scene after that."""
+    key = (what, k)
     cache = scene.cache
-    if key not in cache:
+    got = cache.get(key)
+    if got is None:
+        store = model_store(scene.model, "collision shape geometry")
+        of = cache.get(("geometry", k))
+        if of is None:
+            of = cache[("geometry", k)] = _geometry_key(scene.shapes[k])
+        got = store.get((what,) + of)
+        if got is None:
+            got = store.setdefault((what,) + of, make())
+        got = cache[key] = got
+    return got
+
+
+def _hull_vertices(scene, k):
+    """The vertices (V, 3) of the convex hull of mesh shape ``k`` in its frame, scaled (:func:`_kept`)."""
+    def make():
         from scipy.spatial import ConvexHull, QhullError, cKDTree
         s = scene.shapes[k]
         V = np.asarray(s.vertices, float) * s.size if s.vertices is not None else \
@@ -33,8 +70,8 @@ def _hull_vertices(scene, k):
             pass
         # each point once (a patch on a plane is not de-duplicated again): one within 2 SAME_POINT of one before goes
         close = cKDTree(V).query_pairs(2 * SAME_POINT, output_type="ndarray") if len(V) else np.zeros((0, 2), int)
-        cache[key] = np.delete(V, np.unique(close[:, 1]), axis=0) if len(close) else V
-    return cache[key]
+        return np.delete(V, np.unique(close[:, 1]), axis=0) if len(close) else V
+    return _kept(scene, k, "hull", make)
 
 
 def mesh_vertices(scene):
@@ -63,35 +100,36 @@ FLAT = 1e-9
 
 
 def flat_mesh(scene, k):
-    """Whether mesh shape ``k``'s vertices lie in a plane (:data:`FLAT`), kept by the scene."""
-    key = ("flat", k)
-    if key not in scene.cache:
+    """Whether mesh shape ``k``'s vertices lie in a plane (:data:`FLAT`; :func:`_kept`)."""
+    def make():
         V = np.asarray(_coal_geometry(scene, k).vertices(), float)
         s = np.linalg.svd(V - V.mean(0), compute_uv=False) if len(V) >= 3 else np.zeros(3)
-        scene.cache[key] = bool(len(s) < 3 or s[2] <= FLAT * s[0])
-    return scene.cache[key]
+        return bool(len(s) < 3 or s[2] <= FLAT * s[0])
+    return _kept(scene, k, "flat", make)
 
 
 def _hull_convex(scene, k):
     """coal's convex hull of mesh shape ``k`` (of its BVH's triangles; qhull's options
-    :data:`HULL_OPTIONS`, the first coal takes), kept by the scene; a ``ValueError`` naming the shape
+    :data:`HULL_OPTIONS`, the first coal takes; :func:`_kept`); a ``ValueError`` naming the shape
     where the mesh is flat (:func:`flat_mesh`)."""
-    key = ("convex", k)
-    if key not in scene.cache:
-        if flat_mesh(scene, k):
-            raise ValueError(f"collide: mesh shape {scene.shapes[k].name!r} is flat (its vertices lie in a plane): "
-                             f"its convex hull has no volume; give the mesh a thickness, or use a box shape")
-        bvh = _coal_geometry(scene, k)
-        for options in HULL_OPTIONS:
-            try:
-                bvh.buildConvexHull(True, options)
-                break
-            except RuntimeError as e:              # (coal raises a plain RuntimeError, its message names it)
-                if "Too many neighbors" not in str(e) or options == HULL_OPTIONS[-1]:
-                    raise ValueError(f"collide: coal cannot build the convex hull of mesh shape "
-                                     f"{scene.shapes[k].name!r} (qhull options {options!r}): {e}") from None
-        scene.cache[key] = bvh.convex
-    return scene.cache[key]
+    if flat_mesh(scene, k):
+        raise ValueError(f"collide: mesh shape {scene.shapes[k].name!r} is flat (its vertices lie in a plane): "
+                         f"its convex hull has no volume; give the mesh a thickness, or use a box shape")
+    return _kept(scene, k, "convex", lambda: _built_hull(scene, k))
+
+
+def _built_hull(scene, k):
+    """coal's convex hull of mesh shape ``k``, built (:func:`_hull_convex`)."""
+    bvh = _coal_geometry(scene, k)
+    for options in HULL_OPTIONS:
+        try:
+            bvh.buildConvexHull(True, options)
+            break
+        except RuntimeError as e:              # (coal raises a plain RuntimeError, its message names it)
+            if "Too many neighbors" not in str(e) or options == HULL_OPTIONS[-1]:
+                raise ValueError(f"collide: coal cannot build the convex hull of mesh shape "
+                                 f"{scene.shapes[k].name!r} (qhull options {options!r}): {e}") from None
+    return bvh.convex
 
 
 def _distance_request(coal):
@@ -135,11 +173,13 @@ def _coal():
 
 
 def _coal_geometry(scene, k):
-    """The coal object of shape ``k``, built on first use and kept by the scene."""
-    cache = scene.cache
-    if k in cache:
-        return cache[k]
-    coal, s = _coal(), scene.shapes[k]
+    """The coal object of shape ``k`` (:func:`_kept`: a mesh file read once)."""
+    return _kept(scene, k, "coal", lambda: _built_geometry(scene.shapes[k]))
+
+
+def _built_geometry(s):
+    """The coal object of shape ``s``, built."""
+    coal = _coal()
     size = s.size
     if s.kind == "sphere":
         g = coal.Sphere(size[0])
@@ -168,7 +208,6 @@ def _coal_geometry(scene, k):
             why = " ".join(str(e).split("message:", 1)[-1].split())
             raise ValueError(f"Scene: shape {s.name!r}: coal cannot read the mesh file {s.mesh!r}: {why}") from None
     g.computeLocalAABB()
-    cache[k] = g
     return g
 
 

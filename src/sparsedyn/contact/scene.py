@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model
+from ..model.topology import model_store
 from .overlaps import warn_self_overlaps
 from .scene_base import SceneBase
 from .scene_pairs import default_pairs
@@ -71,7 +72,7 @@ class Scene(SceneBase):
         margin = _nonneg("margin", margin)
         if not isinstance(self_collision, (bool, np.bool_)):
             raise TypeError(f"Scene: self_collision must be True or False, got {self_collision!r}")
-        robot = [_robot_shape(model, g) for g in model.geometry("collision")]
+        robot = list(_robot_shapes(model))
         if not robot:
             raise ValueError(f"Scene: model {model.name!r} has no collision shapes; load it with geometry=True "
                              f"(sd.load_urdf(path, geometry=True), sd.load_mjcf(path, geometry=True))")
@@ -176,6 +177,16 @@ def _nonneg(name, x):
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not np.isfinite(x) or x < 0:
         raise ValueError(f"Scene: {name} must be a finite number >= 0, got {x!r}")
     return float(x)
+
+
+def _robot_shapes(model):
+    """The :class:`Shape` of each of the model's collision geometries (:func:`_robot_shape`), made once per
+    model (shapes are immutable: every scene of the model holds the same)."""
+    store = model_store(model, "scene")
+    got = store.get("robot shapes")
+    if got is None:
+        got = store.setdefault("robot shapes", tuple(_robot_shape(model, g) for g in model.geometry("collision")))
+    return got
 
 
 def _robot_shape(model, g):
