@@ -8,7 +8,7 @@ import pytest
 from scipy.spatial import ConvexHull
 
 import sparsedyn as sd
-from sparsedyn.contact.collision_coal import (HULL_OPTIONS, _coal_distance, _coal_geometry, _hull_convex,
+from sparsedyn.contact.collision_coal import (HULL_OPTIONS, _bounds, _coal_distance, _coal_geometry, _hull_convex,
                                               flat_mesh, mesh_vertices)
 from test_scene import box_model
 
@@ -151,6 +151,12 @@ def test_every_scene_of_a_model_reads_and_hulls_each_mesh_geometry_once():
         assert sorted(map(tuple, got)) == sorted(map(tuple, corners))
     V0, rows0 = mesh_vertices(first)
     assert np.array_equal(V0[rows0[k][0]:rows0[k][1]], V[rows[kb][0]:rows[kb][1]])
+    # bounding spheres about each frame's origin: the farthest corner, by hand
+    c, r = _bounds(again)
+    assert np.array_equal(c[[kb, kl, kg]], np.zeros((3, 3))) and not r.flags.writeable
+    ulps = 4 * np.finfo(float).eps                     # (a norm's sum and root, rounded)
+    by_hand = [np.sqrt(3.0), np.sqrt(0.25 + 1.0 + 4.0), 1.5 * np.sqrt(3.0)]
+    assert np.allclose(r[[kb, kl, kg]], by_hand, rtol=ulps, atol=0)
     plate = (np.array([[0.0, 0.0, 0.1], [1.0, 0.0, 0.1], [1.0, 1.0, 0.1], [0.0, 1.0, 0.1]]),
              np.array([[0, 1, 2], [0, 2, 3]]))
     for name in ("plate", "same plate"):

@@ -31,8 +31,10 @@ def _geometry_key(shape):
     """What a shape's derived geometry depends on: its kind, size, mesh file, and digests of its vertices,
     faces and heights (None where it has none)."""
     def digest(x):
-        return None if x is None else hashlib.blake2b(np.ascontiguousarray(x).tobytes(), digest_size=16).hexdigest() \
-            + str(np.shape(x)) + str(np.asarray(x).dtype)
+        if x is None:
+            return None
+        x = np.ascontiguousarray(x)
+        return hashlib.blake2b(x.data, digest_size=16).digest(), x.shape, x.dtype.str
     return shape.kind, tuple(float(x) for x in shape.size), shape.mesh, digest(shape.vertices), \
         digest(shape.faces), digest(shape.heights)
 
@@ -211,11 +213,24 @@ def _built_geometry(s):
 
 
 def _bounds(scene):
-    """Bounding spheres of the shapes: centres in the shape frames (S, 3), radii (S,)."""
-    c = np.zeros((len(scene.shapes), 3))
-    r = np.array([s.bounding_radius for s in scene.shapes])
-    for k, s in enumerate(scene.shapes):
-        if s.kind in ("mesh", "hfield") and not np.isfinite(r[k]):
-            g = _coal_geometry(scene, k)
-            c[k], r[k] = np.asarray(g.aabb_center, float), float(g.aabb_radius)
-    return c, r
+    """Bounding spheres of the shapes: centres in the shape frames (S, 3), radii (S,) (read-only, kept by the
+    scene; a mesh's or a height field's kept as its geometry, :func:`_kept`)."""
+    got = scene.cache.get("bounds")
+    if got is None:
+        c, r = np.zeros((len(scene.shapes), 3)), np.empty(len(scene.shapes))
+        for k, s in enumerate(scene.shapes):
+            c[k], r[k] = _kept(scene, k, "bounds", lambda: _shape_bounds(scene, k)) if s.kind in ("mesh", "hfield") \
+                else (0.0, s.bounding_radius)
+        c.setflags(write=False), r.setflags(write=False)
+        got = scene.cache["bounds"] = (c, r)
+    return got
+
+
+def _shape_bounds(scene, k):
+    """``(centre (3,), radius)`` of mesh or height field shape ``k``: about its frame's origin where its
+    vertices are given, else coal's bounding box's."""
+    r = scene.shapes[k].bounding_radius
+    if np.isfinite(r):
+        return np.zeros(3), r
+    g = _coal_geometry(scene, k)
+    return np.asarray(g.aabb_center, float), float(g.aabb_radius)
