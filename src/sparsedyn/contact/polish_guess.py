@@ -240,12 +240,10 @@ def pairs_guessed(G, Z, u, active, open_fraction, mu, stick):
     _, near, floor, closed, ln, beyond = _answer_reading(G, Z, u, active, open_fraction)
     swaps = np.sum(beyond * (1.0 - _step(floor - ln)) * _step(near @ closed - 0.5))
     _, pairs = _near(G, Z, within=PAIR)
-    t = Z[:, :2]
-    sliding = closed * _step(bk.sqrt(t[:, 0] * t[:, 0] + t[:, 1] * t[:, 1]) - (1.0 - stick) * mu * Z[:, 2])
-    dot = t[:, None, 0] * t[None, :, 0] + t[:, None, 1] * t[None, :, 1]
+    slide, apart = _opposed_sliding(Z, mu, stick)
+    sliding = closed * slide
     nc = Z.shape[0]
-    opposed = sum(pairs[i, j] * sliding[i] * sliding[j] * (1.0 - _step(dot[i, j]))
-                  for i in range(nc) for j in range(i + 1, nc))
+    opposed = sum(pairs[i, j] * sliding[i] * sliding[j] * apart[i, j] for i in range(nc) for j in range(i + 1, nc))
     return 1.0 - _step(0.5 - (swaps + opposed))
 
 
@@ -274,6 +272,18 @@ def answer_error(Z, u, active, open_fraction):
     return _vmax(closed * _abs(u[:, 2]))
 
 
+def _opposed_sliding(Z, mu, stick):
+    """``(slide (nc,), apart (nc, nc))`` of impulses ``Z`` (nc, 3): 1 for each contact whose friction is within
+    ``stick`` of its cone's radius at ``mu`` (nc,) (sliding), and 1 for each pair whose frictions are opposed
+    (``lambda_t,i . lambda_t,j < 0``; 0 on the diagonal)."""
+    t = Z[:, :2]
+    slide = _step(bk.sqrt(t[:, 0] * t[:, 0] + t[:, 1] * t[:, 1]) - (1.0 - stick) * mu * Z[:, 2])
+    dot = t[:, None, 0] * t[None, :, 0] + t[:, None, 1] * t[None, :, 1]
+    nc = Z.shape[0]
+    return slide, np.array([[1.0 - _step(dot[i, j]) for j in range(nc)] for i in range(nc)],
+                           dtype=object if bk.is_symbolic(Z) else float)
+
+
 def merge_guess(G, Z, active, open_fraction, opposed=None):
     """The iterate ``Z`` (nc, 3) with the impulse of each closed contact given to its closed
     near-duplicates (:data:`NEAR`) that carry more (shared evenly among them), twice (a group of three:
@@ -294,12 +304,8 @@ def merge_guess(G, Z, active, open_fraction, opposed=None):
     kind = object if bk.is_symbolic(Z) else float
     _, near = _near(G, Z, copies=False, within=NEAR if opposed is None else PAIR)
     if opposed is not None:
-        mu, stick = opposed
-        t = Z[:, :2]
-        slide = _step(bk.sqrt(t[:, 0] * t[:, 0] + t[:, 1] * t[:, 1]) - (1.0 - stick) * mu * Z[:, 2])
-        dot = t[:, None, 0] * t[None, :, 0] + t[:, None, 1] * t[None, :, 1]
-        near = near * slide[:, None] * slide[None, :] * np.array(
-            [[1.0 - _step(dot[i, j]) for j in range(nc)] for i in range(nc)], dtype=kind)
+        slide, apart = _opposed_sliding(Z, *opposed)
+        near = near * slide[:, None] * slide[None, :] * apart
     for _ in range(2):
         floor = open_fraction * _vmax(_abs(Z))
         closed = active * _step(Z[:, 2] - floor)
