@@ -12,8 +12,8 @@ import sparsedyn as sd
 from conftest import EPS, rounding_bound
 from sparsedyn.contact import friction_polish as fp
 from sparsedyn.contact.friction import ContactStepWarning
-from sparsedyn.contact.polish_guess import (NEAR, PAIR, SLIP_ERROR, SWAP_SHARE, answer_closing_guess, closing_guess,
-                                            merge_guess, sticking_guess, swap_guess)
+from sparsedyn.contact.polish_guess import (NEAR, NULL, PAIR, SLIP_ERROR, SWAP_SHARE, answer_closing_guess,
+                                            closing_guess, merge_guess, squeeze_guess, sticking_guess, swap_guess)
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
 from test_friction_polish import _coulomb, box_polish_stage, polish_run
@@ -391,3 +391,44 @@ def test_a_sliding_answer_moving_along_its_friction_is_guessed_sticking():
     assert np.allclose(out[4, :2], np.array([0.6, 0.8]) * 0.5 * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
     _, stick, slide, _ = fp.modes(out, mu, np.ones(5))
     assert list(stick) == [1, 0, 1, 0, 1] and list(slide) == [0, 1, 0, 0, 0]
+
+
+def _rigid_delassus(points):
+    """``G = J J^T`` (3 nc, 3 nc) of the points ``points`` (nc, 3) of one free body of unit mass and unit
+    inertia about its origin, contact frames the world's axes: ``J_i = [I, -[p_i]x]`` on ``(v, omega)``."""
+    def cross(p):
+        return np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
+    J = np.vstack([np.hstack([np.eye(3), -cross(p)]) for p in points])
+    return J @ J.T
+
+
+def test_sticking_contacts_that_slip_along_the_null_space_are_squeezed_until_one_slides():
+    """:func:`~sparsedyn.contact.polish_guess.squeeze_guess` on a free body's four points ``a = (-1, 0, 0)``,
+    ``b = (1, 0, 0)``, ``c``, ``d`` (``mu = 0.5``): ``a`` and ``b`` stick and slip ``-/+ 1e-9`` m/s along x, their
+    squeeze (x at ``a`` against x at ``b``, which no motion of the body shows: ``G d = 0``, by hand).  Their
+    impulses move against their slips by ``x = s / sqrt 2`` each until the first reaches its cone, by hand ``b``
+    (``|(-0.05 - x, 0.1)| = 0.25``: ``x = sqrt(0.0525) - 0.05``, where ``a`` needs ``sqrt(0.21) - 0.1``): ``b``
+    then reads sliding, ``a`` sticking, and the open ``c`` and the sliding ``d`` are kept bit for bit.  A slip
+    the body can show (``a`` and ``b`` opposed along y: a turn about z, ``max |G d| = sqrt 2``) or below the answer's
+    error keeps the answer bit for bit."""
+    G = _rigid_delassus(np.array([[-1.0, 0, 0], [1.0, 0, 0], [0, 1.0, 0], [0, -1.0, 0]]))
+    mv, gmax, mu = (lambda d: G @ d), G.diagonal().max(), np.full(4, 0.5)
+    Z = np.array([[0.1, 0.2, 1.0], [-0.05, 0.1, 0.5], [0.0, 0.0, 0.0], [0.3, 0.4, 1.0]])
+    u = np.array([[-1e-9, 0.0, 0.0], [1e-9, 0.0, 0.0], [0.0, 0.0, 0.3], [0.01, -0.02, 0.0]])
+    d = np.zeros((4, 3))
+    d[0, 0], d[1, 0] = 1.0, -1.0
+    assert np.abs(G @ d.reshape(-1)).max() <= 8 * EPS                     # the squeeze: no motion
+    out = squeeze_guess(Z, u, mu, 1e-14, fp.STICK, mv, gmax)
+    x = np.sqrt(0.0525) - 0.05
+    expected = Z + x * d
+    assert np.allclose(out, expected, rtol=0, atol=8 * EPS), out - expected
+    assert np.array_equal(out[2:], Z[2:])
+    assert abs(np.hypot(*out[1, :2]) - 0.25) <= 8 * EPS
+    _, stick, slide, _ = fp.modes(out, mu, np.ones(4))
+    assert list(stick) == [1, 0, 0, 0] and list(slide) == [0, 1, 0, 1]
+    assert np.array_equal(squeeze_guess(Z, u, mu, 2e-9, fp.STICK, mv, gmax), Z)          # below the error
+    turn = np.array([[0.0, -1e-9, 0.0], [0.0, 1e-9, 0.0], [0.0, 0.0, 0.3], [0.01, -0.02, 0.0]])
+    along_y = np.zeros(12)
+    along_y[1], along_y[4] = 1 / np.sqrt(2), -1 / np.sqrt(2)
+    assert np.abs(G @ along_y).max() > 1e6 * NULL * gmax                   # a motion: a turn about z
+    assert np.array_equal(squeeze_guess(Z, turn, mu, 1e-14, fp.STICK, mv, gmax), Z)

@@ -104,7 +104,7 @@ from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, 
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import (answer_closing_guess, answer_error, closing_guess, merge_guess, pairs_apart,
-                           pairs_guessed, sticking_guess, swap_guess)
+                           pairs_guessed, squeeze_guess, sticking_guess, swap_guess)
 
 __all__ = []
 
@@ -526,13 +526,12 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0, merge=1.0, pairs=
     pair of one body's contacts sliding with opposed frictions (a squeeze) given to the one that carries more
     (``merge_guess``'s ``opposed``), then the load of a closed contact moved to the open near-duplicate that its
     velocity closes fastest, shared where that one was opened by the last step's swap (``back`` (nc,) 1) and the
-    pair closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`), each open contact that the answer's
-    velocity closes beyond its error guessed closed
-    (:func:`~sparsedyn.contact.polish_guess.answer_closing_guess`), then (``weight`` 1, in its stead) each open
-    contact that its velocity closes guessed closed, sticking or sliding
-    (:func:`~sparsedyn.contact.polish_guess.closing_guess`)."""
-    nc, m = lay.nc, lay.m
-    Z = z.reshape(nc, 3)
+    pair closes (``swap_guess``), a contact on its cone moving along its friction guessed sticking, sticking
+    contacts that slip along ``G``'s null space squeezed until one slides (``squeeze_guess``), each open contact
+    that the answer's velocity closes beyond its error guessed closed, then (``weight`` 1, in its stead) each open
+    contact that its velocity closes guessed closed, sticking or sliding (``closing_guess``; all
+    :mod:`~sparsedyn.contact.polish_guess`)."""
+    nc, m, Z = lay.nc, lay.m, z.reshape(lay.nc, 3)
     active = _active(G, lay.normal)
     Z = Z + (1.0 - swap) * merge * (merge_guess(G, Z, active, OPEN) - Z)
     Z = Z + swap * (merge_guess(G, Z, active, OPEN, (mu, STICK)) - Z) if pairs else Z
@@ -540,7 +539,9 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0, merge=1.0, pairs=
     closed, Z0 = _step(Z[:, 2] - OPEN * _vmax(_abs(Z))), Z
     Z = Z + swap * (swap_guess(G, Z, u, active, OPEN, back) - Z) if pairs else Z
     out = swap * closed * (1.0 - _step(Z[:, 2] - OPEN * _vmax(_abs(Z))))
-    Z = Z + swap * (sticking_guess(Z, u, mu, answer_error(Z, u, active, OPEN), STICK) - Z)
+    err = answer_error(Z, u, active, OPEN)
+    Z = Z + swap * (sticking_guess(Z, u, mu, err, STICK) - Z)
+    Z = Z + swap * (squeeze_guess(Z, u, mu, err, STICK, lambda d: _mv_sym(G, d, sl.mm(3, 3)), _vmax(np.diagonal(G))) - Z)
     Z = Z + swap * (1.0 - weight) * (answer_closing_guess(G, Z, u, active, OPEN) - Z)
     need = 0.0 if pairs else pairs_guessed(G, Z0, u, active, OPEN, mu, STICK)
     return (Z + weight * (closing_guess(G, Z, u, active, OPEN, mu) - Z)).reshape(m), out, need

@@ -71,7 +71,7 @@ from .. import backend as bk
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 
 __all__ = ["closing_guess", "answer_closing_guess", "swap_guess", "merge_guess", "answer_error", "pairs_guessed",
-           "sticking_guess", "pairs_apart", "PAIRS_APART"]
+           "sticking_guess", "squeeze_guess", "pairs_apart", "PAIRS_APART"]
 
 
 #: An open contact that closes is guessed sliding only where its slip is more than this many times the
@@ -334,3 +334,41 @@ def sticking_guess(Z, u, mu, err, stick):
     along = _step((u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1]) / (_norms(t) + _TINY) - err)
     f = 1.0 + edge * along * ((1.0 - 2.0 * stick) * mu * n / (_norms(t) + _TINY) - 1.0)
     return np.concatenate([t * f[:, None], n[:, None]], 1)
+
+
+#: A direction of impulses ``d`` (unit) is in ``G``'s null space where ``|G d|`` is below ``NULL`` of ``G``'s
+#: largest diagonal entry: a squeeze of a rigid body's redundant contacts, which no velocity shows (talos lying on
+#: the floor: 1e-9), not a slip that the projection of another contact left (``G``'s smallest nonzero
+#: eigenvalues, 1e-5 of its scale on talos and the dm_control humanoid).
+NULL = 1e-7
+
+
+def squeeze_guess(Z, u, mu, err, stick, mv, gmax):
+    """The answer ``Z`` (nc, 3) squeezed where its sticking contacts slip: where the mode system of the sticking
+    contacts has no solution (a rigid body's two contacts, one touching, the other closing its speculative gap
+    ``gap / dt``: closing it turns the body, which slips the pair against each other by about
+    ``gap^2 / (r dt)``, ``r`` their distance, at the level of the solver's tolerance for gaps of microns), the
+    answer's least-squares residual is their slips ``u`` (nc, 3), opposed along the pair's squeeze, a direction
+    of ``G``'s null space.  The solution presses the pair along it until one of them reaches its cone's
+    boundary and slides; so the impulses of the sticking contacts that slip faster than ``err`` [m/s] (the
+    answer's own error) move against their slips, ``Z - s u / |u|`` (a velocity no impulse along ``G``'s null
+    space changes), ``s`` as far as the first of them reaches its cone (``stick`` the polish's ``STICK``: on the
+    boundary it reads sliding, its friction against its slip), where ``mv`` (a product with ``G``, (m,) -> (m,))
+    finds that direction in ``G``'s null space (:data:`NULL` of ``gmax``, ``G``'s largest diagonal entry);
+    else ``Z``.  ``mu`` (nc,).  Traced values or floats."""
+    t, n = Z[:, :2], Z[:, 2]
+    inside = (1.0 - _step(_norms(t) - (1.0 - stick) * mu * n)) * _step(n - _TINY)
+    slips = inside * _step(_norms(u[:, :2]) - err)
+    d = -u * slips[:, None]
+    size = bk.sqrt(np.sum(d * d))
+    d = d / (size + _TINY)
+    a, b = d[:, :2], d[:, 2]
+    # the first s > 0 with |t + s a| = mu (n + s b), A s^2 + B s + C = 0 (C < 0 inside): the largest 1 / s
+    A = a[:, 0] * a[:, 0] + a[:, 1] * a[:, 1] - mu * mu * b * b
+    B = 2.0 * (t[:, 0] * a[:, 0] + t[:, 1] * a[:, 1] - mu * mu * n * b)
+    C = t[:, 0] * t[:, 0] + t[:, 1] * t[:, 1] - mu * mu * n * n
+    crosses = slips * _step(A - _TINY)
+    r = _vmax(crosses * (B + bk.sqrt(_relu(B * B - 4.0 * A * C))) / (-2.0 * crosses * C + (1.0 - crosses) + _TINY))
+    apply = _step(r - _TINY) * _step(NULL * gmax - _vmax(_abs(mv(d.reshape(-1)))))
+    s = apply / (r + (1.0 - apply))
+    return Z + s * d
