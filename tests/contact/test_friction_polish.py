@@ -332,6 +332,33 @@ def test_a_cold_start_at_rest_is_its_polish_least_norm_answer(backend):
 
 
 @pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_warm_start_keeps_its_split_of_a_redundant_set(backend):
+    """The box pushed along x at its centre by ``F = 0.3 m g`` (held: ``F < mu m g``) sticks on its four
+    corners.  By hand (impulses over ``dt``, ``W = m g dt``): the friction's moment about the centre puts
+    ``(W - F) / 4`` on each back corner, ``(W + F) / 4`` on each front one; the friction's split is free.  The
+    least-norm split, ``F / 4`` at each corner, puts the back corners outside their cones (``F / (W - F) =
+    0.43 > mu``); friction in proportion to the loads (``F / W = 0.3`` at each) is inside them.  Warm-started
+    near that split (off by 1e-3), the warm start's polish answers at once (one iteration) with the
+    solution nearest to it, ``w - G^+ (G w + g)``: the split carried on, where the least-norm answer of the
+    mode system needed ADMM's iterations."""
+    W, F = MASS * G * DT, 0.3 * MASS * G * DT
+    n = np.array([W - F, W + F, W - F, W + F]) / 4                   # corners (-h, -h), (h, -h), (-h, h), (h, h)
+    split = np.stack([-F / W * n, 0 * n, n], 1)
+    w = split * (1 + 1e-3 * np.array([1.0, -1.0, 0.5, -0.5]))[:, None]
+    with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
+        s = sd.contact_step(MODEL, Q0, Z, Z, corners(), DT, f_ext=push(0.0, F / DT), warm_start=w)
+    with sd.use_backend("numpy"):
+        pr = sd.contact_problem(MODEL, Q0, Z, Z, corners(), f_ext=push(0.0, F / DT))
+    g = DT * pr.J @ pr.a
+    nearest = w.reshape(-1) - np.linalg.pinv(pr.G, rcond=1e-12, hermitian=True) @ (pr.G @ w.reshape(-1) + g)
+    assert int(s.iterations) == 1 and list(s.modes) == ["stick"] * 4
+    # the tolerance's share of the range, and rounding amplified by 1 / EPS along G's null space
+    assert np.abs(s.impulses.reshape(-1) - nearest).max() <= TOL * W + W * rounding_bound(12, 1.0 / fp.EPS)
+    assert np.abs(nearest.reshape(4, 3) - split).max() <= 1e-3 * W                # the split kept, not F / 4
+    assert np.abs(s.v).max() <= TOL * G * DT
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
 def test_both_roads_take_the_polish(backend):
     """The default (native) road and the NumPy reference stop at the same polish (the cold box at rest:
     the first, from the cold start's guess; pushed above the friction limit: sliding) and carry the
@@ -407,15 +434,15 @@ def polish_run(stages, inputs, K, S):
     return out, float(flag) + (k - 3)
 
 
-def box_polish_stage():
-    """The step kernel's pieces on the box's four corners at a tolerance no polish meets (1e-300: every
-    polish rejected): ``(inputs, stages, lay, K, S0)``, the polish stages (:func:`polish_run`), ``S0`` the loop
-    state after stage 8 (``G``, which the first sends a start that is not solved to)."""
+def box_polish_stage(v=Z):
+    """The step kernel's pieces on the box's four corners (moving at ``v``) at a tolerance no polish meets
+    (1e-300: every polish rejected): ``(inputs, stages, lay, K, S0)``, the polish stages (:func:`polish_run`),
+    ``S0`` the loop state after stage 8 (``G``, which the first sends a start that is not solved to)."""
     from sparsedyn.contact.friction_kernel import _pieces
     from sparsedyn.contact.friction_problem import contact_slots
     slots = contact_slots(MODEL, corners())
     settings = np.array([DT, 1e-300, 300.0, 1e4, 0.005])
-    inputs = [Q0, Z, Z, settings, np.zeros((4, 3)), slots.data]
+    inputs = [Q0, v, Z, settings, np.zeros((4, 3)), slots.data]
     init, stages, _ = _pieces(MODEL, tuple(slots.frames), ())
     lay = stages[0].args[0]
     K, S0 = init(*inputs)

@@ -35,9 +35,12 @@ friction's columns, one per sliding contact, by Woodbury's identity with an ``nc
 matrix (not symmetric: its inverse from its normal equations), so each solve is exact for the
 system, not a fixed-point iteration.  The solves (:func:`solves`) are the iterated Tikhonov
 regularisation: the error along an eigenvalue ``sigma`` shrinks by ``eps / (sigma + eps)`` a solve;
-``G`` is singular on a redundant set, a box's four corners, and its null space is left alone, so the
-answer is the least-norm one that the step's derivatives differentiate.  A sliding contact's friction is
-then ``mu lambda_n`` along the answer's new direction (the cone's circle at ``lambda_n``).  A polish
+``G`` is singular on a redundant set, a box's four corners, and its null space is left alone: from zero the
+answer is the least-norm one; a warm start's first polish takes the one nearest the warm start, the last step's
+split carried on (talos fallen onto a box, sticking: the least-norm split put friction on lightly loaded corners,
+outside their cones; each step's warm round failed and ADMM found the warm start again in 21-35 iterations); the
+others the least-norm one, which no path to it moves (two roads whose rounding differs stop at one answer).  A
+sliding contact's friction is then ``mu lambda_n`` along the answer's new direction.  A polish
 takes one or two such steps (:func:`newton_steps`), each from the modes and directions of the last
 answer (near the answer: from its impulses before that pull onto the circle, :func:`polish`); the
 first direction is the friction of each contact's local problem at the iterate, ``-(u_t - k lambda_t)`` (``k`` the
@@ -54,22 +57,19 @@ modes pick the wrong one stalls with it penetrating), else by guessing it closed
 carries (:func:`~sparsedyn.contact.polish_guess.answer_closing_guess`: the dm_control humanoid lying
 with its limits held, an elbow's stop closing at 7e-8 m/s, its impulse 1e-7 of the largest, below
 what the modes read as closed); and the first polish of every other round, from ADMM's iterate,
-which spreads a group's load over its members (pairs sliding with opposite friction), starts with each
-group's closed impulses on the member that carries most
-(:func:`~sparsedyn.contact.polish_guess.merge_guess`; the others from the iterate as it is: :func:`merges`).
-The work per Newton
-step is the inverse (``m^3``; Woodbury's: ``m nv^2``), the product of its normal rows with the held
-friction's columns (``m nc^2``; ``nv^2 nc``) and the solves (``4 m^2`` each; ``m^2 + 2 m nv``),
-against an ADMM iteration's ``m^2``; the rotation into the sliding axes and the masks are block products
-by sparse first factors where a matrix is formed (``m^2`` in loops, not in operations written out: the
-dense road's ``D Gr D`` and ``U``), rotations of vectors elementwise where a vector is (the residual's
-``D Gr v`` is ``D R^T (G (R v))``: ``D Gr`` itself is never formed).  A product by a vector of ``G``, or of
-the symmetric ``M^-1``, is written by its transpose, whose columns are its rows: the compiled product
-reads them where they lie, not from a transposed copy each run
-(:func:`~sparsedyn.contact.friction_linalg._mv_sym`).  Compiled, at 96 rows a step
-costs the reading of its code, its block products' index tables and their results (about a megabyte each,
-more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step a
-run (:func:`polish_stage`), and its program holds one step's code, not two written out.
+which spreads a group's load over its members (pairs sliding with opposite friction), starts with each group's
+closed impulses on the member that carries most (:func:`~sparsedyn.contact.polish_guess.merge_guess`; the others
+from the iterate as it is: :func:`merges`).  The work per Newton step is the inverse (``m^3``; Woodbury's:
+``m nv^2``), the product of its normal rows with the held friction's columns (``m nc^2``; ``nv^2 nc``) and the
+solves (``4 m^2`` each; ``m^2 + 2 m nv``), against an ADMM iteration's ``m^2``; the rotation into the sliding axes
+and the masks are block products by sparse first factors where a matrix is formed (``m^2`` in loops, not in
+operations written out: the dense road's ``D Gr D`` and ``U``), rotations of vectors elementwise where a vector is
+(the residual's ``D Gr v`` is ``D R^T (G (R v))``: ``D Gr`` itself is never formed).  A product by a vector of
+``G``, or of the symmetric ``M^-1``, is written by its transpose, whose columns are its rows: the compiled product
+reads them where they lie, not from a transposed copy each run (:func:`~sparsedyn.contact.friction_linalg._mv_sym`).
+Compiled, at 96 rows a step costs the reading of its code, its block products' index tables and their results (about
+a megabyte each, more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step
+a run (:func:`polish_stage`), and its program holds one step's code, not two written out.
 
 Two more rules move the modes between the steps of a round.  A mode system with no solution (its
 residual stays above the stopping test's velocity tolerance through the solves: a redundant set whose
@@ -454,11 +454,11 @@ def polish_stage(lay, *X, start=None, pairs=True):
     pairs = pairs or not pairs_apart(lay.nc)                  # (few contacts: the guesses on pairs in this step)
     z, out, need = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"],
                             merges(S["rounds"][0], warm), pairs)
-    # from ADMM's iterate, then from the last step's answer (its modes and directions)
-    lam, u, res, ls, vs, ok, conv, nxt, rn = polished(G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal),
-                                                      K["gmax"][0], K["dmax"][0], tol, slots=lay.slots(K), steps=1,
-                                                      Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None,
-                                                      newton=True)
+    # from ADMM's iterate, then the last answer; a warm start's first polish: the answer nearest it (module docstring)
+    lam, u, res, ls, vs, ok, conv, nxt, rn = polished(
+        G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal), K["gmax"][0], K["dmax"][0], tol,
+        start=warm * fresh * S["z"], slots=lay.slots(K), steps=1, Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None,
+        newton=True)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
     # the answer in the last answer's modes: the round's steps are Newton's on the sliding directions
     codes = [mode_codes(x, mu, G, lay.normal) for x in (lam, S["pz"])]
