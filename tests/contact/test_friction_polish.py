@@ -358,6 +358,25 @@ def test_a_warm_start_keeps_its_split_of_a_redundant_set(backend):
     assert np.abs(s.v).max() <= TOL * G * DT
 
 
+def test_a_slip_opposes_its_friction_unless_the_modes_read_it_sticking():
+    """:func:`~sparsedyn.contact.friction_polish.opposed` on contacts on their cones' circles (``mu = 0.5``,
+    friction along -x), their slips at angle ``b`` from +x: ``|u_t + |u_t| theta| = 2 |u_t| sin(b / 2)`` by hand,
+    held to ``vtol`` where ``|u_t| > 100 vtol`` (200 vtol at 8 degrees: 27.9 vtol, refused; at 1e-3 rad: 0.2 vtol),
+    and not below it (20 vtol at 8 degrees: the step's modes read it sticking); a frictionless contact, any slip."""
+    vtol, b = 1e-10, np.radians(8.0)
+
+    def slip(speed, angle):
+        return [speed * vtol * np.cos(angle), speed * vtol * np.sin(angle), 0.0]
+
+    def check(slips, mu):
+        lam = np.array([[-m, 0.0, 1.0] for m in mu])                   # on the circle: friction mu along -x
+        return fp.opposed(lam, np.array(slips), np.array(mu), np.ones(len(slips)), vtol)
+    assert 2 * 200 * np.sin(b / 2) > 1 > 2 * 200 * np.sin(5e-4)
+    assert check([slip(200, 0.0), slip(20, b), slip(200, 1e-3)], [0.5] * 3) == 1.0
+    assert check([slip(200, 0.0), slip(200, b)], [0.5] * 2) == 0.0
+    assert check([slip(200, 0.0), slip(1e4, np.pi / 2)], [0.5, 0.0]) == 1.0          # (frictionless: no cone)
+
+
 @pytest.mark.parametrize("backend", ["numpy", "native"])
 def test_both_roads_take_the_polish(backend):
     """The default (native) road and the NumPy reference stop at the same polish (the cold box at rest:

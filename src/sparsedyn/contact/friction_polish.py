@@ -38,8 +38,7 @@ regularisation: the error along an eigenvalue ``sigma`` shrinks by ``eps / (sigm
 ``G`` is singular on a redundant set, a box's four corners, and its null space is left alone: from zero the
 answer is the least-norm one; a warm start's first polish takes the one nearest the warm start, the last step's
 split carried on (talos fallen onto a box, sticking: the least-norm split put friction on lightly loaded corners,
-outside their cones; each step's warm round failed and ADMM found the warm start again in 21-35 iterations); the
-others the least-norm one, which no path to it moves (two roads whose rounding differs stop at one answer).  A
+outside their cones, and each warm round failed); the others the least-norm one, which no path to it moves (two roads whose rounding differs stop at one answer).  A
 sliding contact's friction is then ``mu lambda_n`` along the answer's new direction.  A polish
 takes one or two such steps (:func:`newton_steps`), each from the modes and directions of the last
 answer (near the answer: from its impulses before that pull onto the circle, :func:`polish`); the
@@ -71,28 +70,21 @@ Compiled, at 96 rows a step costs the reading of its code, its block products' i
 a megabyte each, more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step
 a run (:func:`polish_stage`), and its program holds one step's code, not two written out.
 
-Two more rules move the modes between the steps of a round.  A mode system with no solution (its
-residual stays above the stopping test's velocity tolerance through the solves: a redundant set whose
-targets no rigid motion meets, a box's four corners with one touching and the others speculative)
-runs off along ``G``'s null space, making a diagonal pair of corners negative: its answer is taken
-only as far as the first closed contact that opens (:func:`_ratio_test`), not to the end, which opens
-both.  And an answer's sliding contact whose velocity moves along its friction (Coulomb's law wants it
-opposite) is guessed sticking for the next step (:func:`~sparsedyn.contact.polish_guess.sticking_guess`):
-the answer's projection puts a sliding contact back on its cone's circle, so without it no sliding
-contact would ever stick again.
-go1 landing flat on its trunk (example-robot-data; four corners, hips and feet, one corner 33 nm
-above the plane): the polish's answer at ADMM's iteration 221, where ADMM and Gauss-Seidel crept for
-11000 iterations.
+Two more rules move the modes between the steps of a round.  A mode system with no solution (its residual stays
+above the stopping test's velocity tolerance through the solves: a redundant set whose targets no rigid motion
+meets, a box's four corners with one touching and the others speculative) runs off along ``G``'s null space, making
+a diagonal pair of corners negative: its answer is taken only as far as the first closed contact that opens
+(:func:`_ratio_test`), not to the end, which opens both.  And an answer's sliding contact whose velocity moves along
+its friction (Coulomb's law wants it opposite) is guessed sticking for the next step
+(:func:`~sparsedyn.contact.polish_guess.sticking_guess`): the answer's projection puts a sliding contact back on its
+cone's circle, so without it no sliding contact would ever stick again.
 
-Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a
-redundant set carry rounding of about ``1e-8`` relative there (two evaluations that round differently
-differ by that much; ``v+`` and the resultant impulses are untouched).
-
-The answer, projected onto the cones, is accepted only where Coulomb's law's residuals pass the
-solver's stopping test (:func:`~sparsedyn.contact.friction_residuals._converged`) and each sliding
-contact's velocity opposes its friction to ``tol`` (:func:`polished`): a wrong guess costs time, never
-accuracy.  Everything is branch-free arithmetic (``_step``), one fixed-size program: when it runs is
-:data:`FIRST`'s schedule.
+Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a redundant set carry
+rounding of about ``1e-8`` relative there (two evaluations that round differently differ by that much; ``v+`` and the
+resultant impulses are untouched).  The answer, projected onto the cones, is accepted only where Coulomb's law's
+residuals pass the solver's stopping test (:func:`~sparsedyn.contact.friction_residuals._converged`) and each sliding
+contact's velocity opposes its friction (:func:`opposed`): a wrong guess costs time, never accuracy.  Everything is
+branch-free arithmetic (``_step``), one fixed-size program: when it runs is :data:`FIRST`'s schedule.
 """
 
 from __future__ import annotations
@@ -400,28 +392,36 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
              Z=None, newton=False):
     """``(lambda, u, res, ls, vs, ok, conv)``: :func:`polish`'s impulses of ``z``, their velocities
     ``G lambda + g``, Coulomb's law's residuals, their scales, the stopping test ``ok`` and the test
-    (1: accepted): the stopping test, and each sliding contact's velocity opposite its friction,
-    ``|u_t + |u_t| theta| <= tol vs``; ``newton``: and Newton's next iterate (:func:`polish`) and the
-    round's progress (:func:`polish_stage`): Coulomb's largest residual relative to its test, of the answer's
-    impulses at the next iterate's velocities (without the pull onto the circle, which the next step undoes:
-    the residual of the directions and modes).
-    (Coulomb's residuals see a sliding direction's error ``delta`` only in the complementarity, as
-    ``mu lambda_n |u_t| delta^2 / 2``: a direction off by ``sqrt(tol)`` would pass.)"""
+    (1: accepted): the stopping test and :func:`opposed` at ``tol vs``; ``newton``: and Newton's next iterate
+    (:func:`polish`) and the round's progress
+    (:func:`polish_stage`): Coulomb's largest residual relative to its test, of the answer's impulses at the
+    next iterate's velocities (without the pull onto the circle, which the next step undoes: the residual of
+    the directions and modes)."""
     nc = mu.shape[0]
     lam, nxt = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax, True)
     u = _mv_sym(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
-    _, _, slide, theta = modes(lam.reshape(nc, 3), mu, active)
-    ut = u.reshape(nc, 3)[:, :2]
-    align = _vmax(slide * _step(mu - _TINY) * _norms(ut + _norms(ut)[:, None] * theta))   # (mu = 0: any u_t)
     ok = _converged(res, ls, vs, tol)
-    out = lam, u, res, ls, vs, ok, ok * _step(tol * vs - align)
+    out = lam, u, res, ls, vs, ok, ok * opposed(lam.reshape(nc, 3), u.reshape(nc, 3), mu, active, tol * vs)
     if not newton:
         return out
     un = _mv_sym(G, nxt, None if slots is None else slots.mm(3, 3)) + g
     rn = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), un.reshape(nc, 3), mu)
     return out + (nxt, _vmax([rn[1] / vs, rn[2] / (ls * vs)]))
+
+
+def opposed(lam, u, mu, active, vtol):
+    """1 where each sliding contact of the impulses ``lam`` (nc, 3) slips opposite its friction, ``|u_t + |u_t|
+    theta| <= vtol`` (``u`` (nc, 3) the velocities, ``theta`` the friction's direction), else 0: Coulomb's residuals
+    see a direction's error ``delta`` only as ``mu lambda_n |u_t| delta^2 / 2``, so one off by ``sqrt(tol)`` would
+    pass them.  A slip within ``100 vtol``, which the step's modes read as sticking, may take any friction in the
+    cone (its work is the complementarity's), and a frictionless contact any slip."""
+    _, _, slide, theta = modes(lam, mu, active)
+    ut = u[:, :2]
+    speed = _norms(ut)
+    return _step(vtol - _vmax(slide * _step(mu - _TINY) * _step(speed - 100.0 * vtol) *
+                              _norms(ut + speed[:, None] * theta)))
 
 
 def polish_stage(lay, *X, start=None, pairs=True):
