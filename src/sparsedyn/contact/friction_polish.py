@@ -38,7 +38,7 @@ regularisation: the error along an eigenvalue ``sigma`` shrinks by ``eps / (sigm
 ``G`` is singular on a redundant set, a box's four corners, and its null space is left alone: from zero the
 answer is the least-norm one; a warm start's first polish takes the one nearest the warm start, the last step's
 split carried on (talos fallen onto a box, sticking: the least-norm split put friction on lightly loaded corners,
-outside their cones, and each warm round failed); the others the least-norm one, which no path to it moves (two roads whose rounding differs stop at one answer).  A
+outside their cones, and each warm round failed); the others the least-norm one, which no path moves.  A
 sliding contact's friction is then ``mu lambda_n`` along the answer's new direction.  A polish
 takes one or two such steps (:func:`newton_steps`), each from the modes and directions of the last
 answer (near the answer: from its impulses before that pull onto the circle, :func:`polish`); the
@@ -93,7 +93,7 @@ import numpy as np
 
 from .. import backend as bk
 from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, _mv_sym, _spd_inverse
-from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
+from .friction_problem import _TINY, STICKING_SLIP, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import (answer_closing_guess, answer_error, closing_guess, merge_guess, pairs_apart,
                            pairs_guessed, squeeze_guess, sticking_guess, swap_guess)
@@ -420,7 +420,7 @@ def opposed(lam, u, mu, active, vtol):
     _, _, slide, theta = modes(lam, mu, active)
     ut = u[:, :2]
     speed = _norms(ut)
-    return _step(vtol - _vmax(slide * _step(mu - _TINY) * _step(speed - 100.0 * vtol) *
+    return _step(vtol - _vmax(slide * _step(mu - _TINY) * _step(speed - STICKING_SLIP * vtol) *
                               _norms(ut + speed[:, None] * theta)))
 
 

@@ -551,6 +551,9 @@ ADMM_BUDGET = 1000
 #: ADMM's proximal term relative to the largest eigenvalue of the Delassus matrix.
 PROXIMAL = 1e-8
 
+#: A closed contact slipping within this many tolerances of the velocity scale reads as sticking.
+STICKING_SLIP = 100.0
+
 
 # --- the step on its own: the model and where its kernels run, the modes --------------------------
 
@@ -581,7 +584,7 @@ def _modes(lam, u, lscale, vscale, tol):
     ``"slide"``: impulses ``lam`` and velocities ``u`` (B, nc, 3), scales (B,) (one state's:
     :meth:`~sparsedyn.contact.lazy_modes._Modes.codes`)."""
     open_ = lam[..., 2] <= tol * lscale[..., None]
-    stick = u[..., 0] ** 2 + u[..., 1] ** 2 <= (100 * tol * vscale[..., None]) ** 2
+    stick = u[..., 0] ** 2 + u[..., 1] ** 2 <= (STICKING_SLIP * tol * vscale[..., None]) ** 2
     code = np.where(stick, 1, 2)
     code[open_] = 0
     return _MODE_ARRAY.take(code)

@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 
-from .friction_problem import MODE_NAMES, ContactResiduals, ContactStep, Rollout, StepArrays, _modes
+from .friction_problem import MODE_NAMES, STICKING_SLIP, ContactResiduals, ContactStep, Rollout, StepArrays, _modes
 
 __all__ = ["LazyModesStep", "LazyModesRollout", "MODE_NAMES", "mode_codes"]
 
@@ -67,7 +67,7 @@ class _Modes:
             if index is not None:                # (the rows as lists: fewer NumPy calls than takes)
                 at = index.tolist() if type(index) is np.ndarray else list(index)
                 lam, u = [lam[k] for k in at], [u[k] for k in at]
-            lo, vo = self.tol * rep[5], (100 * self.tol * rep[6]) ** 2
+            lo, vo = self.tol * rep[5], (STICKING_SLIP * self.tol * rep[6]) ** 2
             self.code = [0 if l[2] <= lo else 1 if x[0] ** 2 + x[1] ** 2 <= vo else 2 for l, x in zip(lam, u)]
         return self.code
 

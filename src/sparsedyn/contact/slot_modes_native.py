@@ -27,7 +27,7 @@ import ctypes
 import numpy as np
 
 from ..kernels import c_routine, native_function
-from .friction_problem import MODE_NAMES
+from .friction_problem import MODE_NAMES, STICKING_SLIP
 from .mesh_plane_loop import _at
 from .scene_base import remembered
 from .scene_geometry import _kind_table, in_order, layout_key, slot_kinds, slot_shapes
@@ -45,7 +45,7 @@ SD_EXPORT void sd_slot_modes(const double *lam, const double *u, const double *r
                              const double *at, const double *data, const double *par, double *weights,
                              double *lam_s, double *corr_s, double *codes, double *data_s, double *mu)
 {
-  double tol = par[0], lo = tol * rep[5], vo = 100.0 * tol * rep[6];
+  double tol = par[0], lo = tol * rep[5], vo = STICKING_SLIP * tol * rep[6];
   long long ns = (long long)par[1];
   vo = vo * vo;
   for (long long j = 0; j < ns; j++) {
@@ -64,7 +64,7 @@ SD_EXPORT void sd_slot_modes(const double *lam, const double *u, const double *r
     for (int k = 0; k < 8; k++) data_s[8 * j + k] = data[8 * j + k];
   }
 }
-"""
+""".replace("STICKING_SLIP", repr(STICKING_SLIP))
 
 
 def slot_modes_call(nk, nr, ns, nq):
