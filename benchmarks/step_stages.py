@@ -1,6 +1,8 @@
-"""The work of each piece of the contact step's iterative kernel, and how often a step runs it.
+"""The work of each piece of the contact step's iterative kernel, and how often a step runs it; or of its
+derivatives' pieces.
 
     PYTHONPATH=src .venv/bin/python benchmarks/step_stages.py --cases "talos on the floor" "talos standing"
+    PYTHONPATH=src .venv/bin/python benchmarks/step_stages.py --derivatives --cases humanoid "talos standing"
 
 For a scene of :mod:`bench_scene` at MuJoCo's settled state: the step's slots (as the step lays them
 out), then per piece of :func:`~sparsedyn.contact.friction_kernel.contact_step_kernel`'s loop
@@ -9,11 +11,18 @@ nodes, each a line of the compiled code), its dense block products and their mul
 the compiled code; counted without the run-time bounds of the slots in use), and how many times the
 NumPy reference runs it from a cold start.  A piece's cost per step is about its work times its runs:
 where that is large against the ADMM iteration's (``g2``), the step spends its time outside ADMM.
+
+``--derivatives``: the pieces' program of that state's step (:func:`~sparsedyn.scene_step_partials`, the
+slots and contact kinds :func:`~sparsedyn.contact_step_derivatives` builds it for) and its operations by
+phase (:meth:`~sparsedyn.symbolic.ir.Program.phase_flops`'s phases): straight-line operations and the
+multiply-adds of its dense block products.  The compiled pieces' cost follows the straight-line count
+more than the loops' (the code's size: it is read once a call).
 """
 
 from __future__ import annotations
 
 import argparse
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -23,17 +32,24 @@ from bench_scene import CASES, q_from_mujoco, settled, v_from_mujoco
 from sparsedyn.contact import friction_kernel as fk
 from sparsedyn.contact.data_slots import runs_per_body
 from sparsedyn.contact.scene_data import scene_slot_data
-from sparsedyn.symbolic.ir import CONST, MATMUL
+from sparsedyn.model.topology import model_store
+from sparsedyn.symbolic.ir import CONST, MATMUL, Graph
 from sparsedyn.symbolic.loop import run_stages
 
 
-def stage_table(name):
-    """Print the pieces' work and runs of one case of :data:`bench_scene.CASES`."""
+def _case(name):
+    """``(model, scene, q, v, tau, dt)``: the case ``name`` of :data:`bench_scene.CASES` at MuJoCo's settled state."""
     path, xml, settle = CASES[name]()
     m, d, _, model = settled(path, xml, settle)
     scene = sd.Scene(model)
     q, v = q_from_mujoco(model, d.qpos.copy()), v_from_mujoco(model, d.qpos.copy(), d.qvel.copy())
     tau, dt = np.zeros(model.nv), m.opt.timestep
+    return model, scene, q, v, tau, dt
+
+
+def stage_table(name):
+    """Print the pieces' work and runs of one case of :data:`bench_scene.CASES`."""
+    model, scene, q, v, tau, dt = _case(name)
     with sd.use_backend("native", deterministic=True):
         sd.contact_step(model, q, v, tau, scene, dt)               # the scene's slot layout grows to the step's
         inside = not runs_per_body(scene)
@@ -69,11 +85,42 @@ def stage_table(name):
         print(f"  {tag:6s} {ops:11d} {len(p.blocks):7d} {pairs:14d} {n:5d} {ops * n:18d} {pairs * n:21d}")
 
 
+def derivative_table(name):
+    """Print the operations by phase of the pieces' program of one case of :data:`bench_scene.CASES`."""
+    model, scene, q, v, tau, dt = _case(name)
+    store = model_store(model, "contact dynamics programs")
+    before = set(store)
+    with warnings.catch_warnings(), sd.use_backend("numpy"):
+        warnings.simplefilter("ignore", sd.ContactStepWarning)
+        sd.contact_step_derivatives(model, q, v, tau, scene, dt)       # builds the program on the NumPy road
+    keys = [k for k in store if k not in before and k[0] == "scene_step_partials"]
+    if not keys:
+        print(f"{name}: no pieces' program (the derivatives took another road)")
+        return
+    prog = store[keys[-1]]
+    frames = keys[-1][1]
+    straight = {}
+    for (op, _, _), phase in zip(prog.nodes, prog.phases):
+        if op > CONST and op != MATMUL:
+            straight[phase] = straight.get(phase, 0) + 1
+    loops = {}
+    for b in prog.blocks:
+        loops[b.phase] = loops.get(b.phase, 0) + int(b.pairs.sum())
+    print(f"{name}: nv={model.nv}, {len(frames)} slots ({3 * len(frames)} rows)")
+    print(f"  {'phase':34s} {'straight-line':>14s} {'block multiply-adds':>20s}")
+    for phase in dict.fromkeys(list(straight) + list(loops)):
+        label = "the rest (assembly, transport)" if phase == Graph.DEFAULT_PHASE else phase
+        print(f"  {label:34s} {straight.get(phase, 0):14d} {loops.get(phase, 0):20d}")
+    print(f"  {'all':34s} {sum(straight.values()):14d} {sum(loops.values()):20d}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", nargs="+", default=["talos standing", "talos on the floor"], choices=list(CASES))
-    for name in p.parse_args().cases:
-        stage_table(name)
+    p.add_argument("--derivatives", action="store_true", help="the derivatives' pieces by phase")
+    args = p.parse_args()
+    for name in args.cases:
+        (derivative_table if args.derivatives else stage_table)(name)
 
 
 if __name__ == "__main__":

@@ -309,24 +309,30 @@ def _program(model, static, optional):
         g = Graph()
         q, v, v_next, lam, ln, modes, data, shapes, gravity, dt, *f_ext = [g.inputs(j, s) for j, s in enumerate(sizes)]
         dt = dt[0]
-        geometry = slot_geometry_of(model, q, data, shapes, frames, kinds)           # held fixed in the frames
+        with g.phase("rows"):                                                        # (phases: operation counts)
+            geometry = slot_geometry_of(model, q, data, shapes, frames, kinds)       # held fixed in the frames
+            static_rows = {"frames": frames, "kinds": kinds}
+            J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
         # the step's velocity w in the old axes, and the acceleration of the balance (module transport)
         w = to_old_axes(model, v_next, dt)
         a = (w - v - gyroscopic(model, v, dt)) / dt - transport(model, v)
-        static_rows = {"frames": frames, "kinds": kinds}
-        J, gap = inline(trace_kernel(_ROWS, model, static_rows), [q, geometry])
-        Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
-        Tq, Tv = rnea_partials(model, q, v, a, f_ext[0] if f_ext else None, gravity)
+        with g.phase("H^-1"):
+            Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
+        with g.phase("RNEA's derivatives"):
+            Tq, Tv = rnea_partials(model, q, v, a, f_ext[0] if f_ext else None, gravity)
         # the rows' derivative contracted where it is used: d(J w)/dq, d(J dv_c)/dq, d(J^T lambda)/dq and
         # d(J^T l)/dq, the derivatives of two velocity passes and two force passes (slot_products)
         lc = np.zeros(m, dtype=object) * 0.0
         lc[2::3] = ln
         L = np.stack([lam.reshape(m), lc], -1)
         dprod = derivative_program(_PRODUCTS, model, ("q",), static_rows)
-        JtLc = (J.T @ lc, np.asarray(inline(dprod, [q, geometry, np.zeros((nv, 2)), L])[1]).reshape(nv, 2, nv)[:, 1])
-        dvc, Rc = _correction_partials(model, q, Minv, JtLc)
+        with g.phase("the correction's derivatives"):
+            JtL = inline(dprod, [q, geometry, np.zeros((nv, 2)), L])[1]
+            JtLc = (J.T @ lc, np.asarray(JtL).reshape(nv, 2, nv)[:, 1])
+            dvc, Rc = _correction_partials(model, q, Minv, JtLc)
         Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dt * (w + dvc)])
-        dJw, dJtL = (np.asarray(x, dtype=object) for x in inline(dprod, [q, geometry, np.stack([w, dvc], -1), L]))
+        with g.phase("the rows' products' derivatives"):
+            dJw, dJtL = (np.asarray(x, dtype=object) for x in inline(dprod, [q, geometry, np.stack([w, dvc], -1), L]))
         dJw, dJtL = dJw.reshape(m, 2, nv), dJtL.reshape(nv, 2, nv)
         Uq, Fq = dJw[:, 0], dJtL[:, 0]                                     # d(J w)/dq, d(J^T lambda)/dq
         # H^-1 and J H^-1 times the three right sides at once (W's q and v columns, W_c), so that the rows'
@@ -334,9 +340,10 @@ def _program(model, static, optional):
         # R3^T [H^-1, (J H^-1)^T] (H^-1 symmetric, node for node) whose compressed rows skip the structural
         # zeros of R3 (RNEA's derivatives: a joint's row is zero off its ancestors and descendants), the
         # same sums in the same order as H^-1 R3 and J H^-1 R3
-        JMinv = _mm(J, Minv)
-        R3 = np.concatenate([dt * Tq - Fq, Tv, Rc], -1)
-        MRt = _mm(R3.T, np.concatenate([Minv, JMinv.T], -1))
+        with g.phase("dense products"):
+            JMinv = _mm(J, Minv)
+            R3 = np.concatenate([dt * Tq - Fq, Tv, Rc], -1)
+            MRt = _mm(R3.T, np.concatenate([Minv, JMinv.T], -1))
         MR, JMR = MRt[:, :nv].T, MRt[:, nv:].T
         # free joints: the old axes, the backward gyroscopic term (module transport)
         Tj = dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
@@ -346,8 +353,10 @@ def _program(model, static, optional):
         Cc = np.zeros((m, nv), dtype=object)             # (the normal rows alone: all the correction reads)
         Cc[2::3] = -JMR[2::3, 2 * nv:] + dJw[2::3, 1]
         C = np.concatenate([-JMR[:, :nv] + Uq, J - dt * JMR[:, nv:2 * nv] + J @ Tj, dt * JMinv], -1)
-        G = _mm(J, JMinv.T).T                           # (the sparse rows of J skipped: G's sums, transposed)
-        K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
+        with g.phase("dense products"):
+            G = _mm(J, JMinv.T).T                       # (the sparse rows of J skipped: G's sums, transposed)
+        with g.phase("mode system"):
+            K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
         rows = np.concatenate([J, JMinv, C, G, K, R, Cc], -1)
         state = np.concatenate([W, Dq, Dd, Wc, dvc[:, None], next_axes_jacobian(model, w, dt)], -1)
         return g.program([rows, state, gap], sizes, name="scene_step_partials",
