@@ -10,6 +10,7 @@ import pytest
 import sparsedyn as sd
 from conftest import EPS, dm_control_humanoid, rounding_bound
 from sparsedyn.contact import friction_polish as fp
+from sparsedyn.contact.friction_problem import ADMM_BUDGET
 from test_friction import DT, G, H, MASS, MODEL, MU, Q0, TOL, Z, corners, push, tilted
 
 ACTIVE1 = np.ones(1)
@@ -756,6 +757,54 @@ def test_an_answer_near_the_tolerance_is_finished_past_the_budget():
         s = sd.contact_step(model, q, v, np.zeros(model.nv), sd.Scene(model), 0.005, passive="implicit",
                             warm_start=warm)
     assert s.iterations <= 15, s.iterations
+
+
+#: dm_control's humanoid lying on its file's floor (``benchmarks/bench_scene.py``'s limp 400-step rollout, step
+#: 103) and the impulses of the step before (its warm start).
+HUMANOID_STALLED = ([0.5862640354094318, -0.00015231477550519337, 0.23905896753656483, -0.000734752621073798,
+                     0.75874251688726, -0.0012872230445392845, 0.6513889746249981, -0.004112923668774627,
+                     -2.41980153219012, 0.009179911767847201, -0.007257711680933441, -0.009368216218262762,
+                     2.239065174644726, -0.2138241147448968, -1.8974493692701149, -0.0006703309000810888,
+                     -0.00018617230204308604, 0.0004771830518774442, 2.239056938857112, -0.2150236656700814,
+                     -1.9056569484934625, -0.0005608236316226596, 0.5427815855958883, -0.6727646469587389,
+                     -0.43981558357832806, -0.5384648718488418, 0.6789603888249802, -0.4355709589748897],
+                    [1.4720636013064448e-05, -0.06426324214402757, -0.0929215823113044, 0.004530279342022635,
+                     -0.0014889437894194725, -0.024279151474599654, 0.0955507206450738, -0.03357484837273795,
+                     -0.0013529333243698788, -0.00024567119730583675, 0.0007274598437720274, 0.08643789550688515,
+                     -0.02245244524118343, -0.06514969942884974, 0.00019350245084985898, -0.0006714740967888801,
+                     -8.97510651472048e-05, 0.08595817353099489, -0.022641453877671712, -0.06382636723012111,
+                     1.1677663245945202e-05, 0.05324067335662105, 0.0006420568033867757, 0.04391307326863633,
+                     0.0294275487922475, 0.16061125490734715, 0.1286267689776049],
+                    [[0.0, 0.0, 0.0],
+                     [-0.2177024904224212, -0.0013196584842611885, 0.21770649010683968],
+                     [-0.05326002849835547, 0.027811420035988778, 0.7844891838723189],
+                     [0.2568932032081707, 0.00012901286071713146, 0.2568932356035727],
+                     [0.042067651649646175, -0.0028624652507975535, 0.047756627018439864],
+                     [0.024594596670898975, -0.0016318393027636023, 0.05756648811743131],
+                     [0.2567850034640676, 0.0011827236543484985, 0.2567877271975508],
+                     [0.04170102029522046, -0.002392889848387331, 0.05034486186591617],
+                     [0.02424607329936228, 0.005039503600044579, 0.05492792033278041],
+                     [0.010228559773138097, 0.019634840618045487, 0.0875822665891386],
+                     [0.03127845864094552, 0.02798954125435114, 0.07761295094205976]])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_a_round_that_stalls_restarts_from_its_best_steps_unprojected_answer(backend):
+    """dm_control's humanoid lying on its floor (:data:`HUMANOID_STALLED`), warm-started from the step before:
+    11 contacts closed on 27 joints, one of them sliding at 1e-8 m/s with its friction on its cone's edge.  The
+    first polish of an ADMM round reads the answer's modes, but the projection of its answer onto the cones
+    moves every closed contact's velocity, and the next steps, each from the last projected answer, stalled at
+    a scaled residual of 0.015 (1,518 iterations, then a :class:`~sparsedyn.ContactStepWarning`).  After a
+    step that gains nothing the next starts from the best step's answer as the mode system gave it (a sticking
+    contact outside its cone then reads sliding with the friction the system gave it): Newton's steps converge,
+    and the step ends within ADMM's budget at Coulomb's law to its tolerance."""
+    model = dm_control_humanoid()
+    q, v, warm = HUMANOID_STALLED
+    with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})), \
+            warnings.catch_warnings():
+        warnings.simplefilter("error", sd.ContactStepWarning)
+        s = sd.contact_step(model, q, v, np.zeros(model.nv), sd.Scene(model), 0.005, warm_start=warm)
+    assert s.iterations < ADMM_BUDGET, s.iterations
 
 
 def test_a_rounds_first_step_holds_no_guess_its_weights_discard():

@@ -159,9 +159,10 @@ class _Layout:
                               # the polish (friction_polish): its last answer, the tries of
                               # this round and their best scaled residual, the next round's iteration,
                               # rounds and polishes run, the iterate's modes and for how many iterations
-                              # they have held, the contacts the last step's swap opened
+                              # they have held, the contacts the last step's swap opened, the round's best
+                              # step's unprojected answer and whether the next step starts from it
                               ("pz", m), ("tries", 1), ("next", 1), ("rounds", 1), ("polishes", 1),
-                              ("pbest", 1), ("code", nc), ("same", 1), ("out", nc),
+                              ("pbest", 1), ("code", nc), ("same", 1), ("out", nc), ("praw", m), ("sraw", 1),
                               # the position correction's polish: the next pass's rows (active,
                               # pulled), the last answer, the passes run (correction.polish_pass)
                               ("ca", nc), ("cu", nc), ("cr", nc), ("cpass", 1)])
@@ -241,7 +242,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              **dict(zip(_STALL, no_best(nc))),
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, gs=np.zeros(2), pz=np.zeros(m),
-                             out=np.zeros(nc),
+                             out=np.zeros(nc), praw=np.zeros(m), sraw=0.0,
                              tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, code=np.zeros(nc), same=0.0,
                              next=_first_polish(m, z), ca=np.zeros(nc), cu=np.zeros(nc), cr=np.zeros(nc), cpass=0.0))
     return K, S

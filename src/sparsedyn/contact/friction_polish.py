@@ -59,16 +59,11 @@ what the modes read as closed); and the first polish of every other round, from 
 which spreads a group's load over its members (pairs sliding with opposite friction), starts with each group's
 closed impulses on the member that carries most (:func:`~sparsedyn.contact.polish_guess.merge_guess`; the others
 from the iterate as it is: :func:`merges`).  The work per Newton step is the inverse (``m^3``; Woodbury's:
-``m nv^2``), the product of its normal rows with the held friction's columns (``m nc^2``; ``nv^2 nc``) and the
-solves (``4 m^2`` each; ``m^2 + 2 m nv``), against an ADMM iteration's ``m^2``; the rotation into the sliding axes
-and the masks are block products by sparse first factors where a matrix is formed (``m^2`` in loops, not in
-operations written out: the dense road's ``D Gr D`` and ``U``), rotations of vectors elementwise where a vector is
-(the residual's ``D Gr v`` is ``D R^T (G (R v))``: ``D Gr`` itself is never formed).  A product by a vector of
-``G``, or of the symmetric ``M^-1``, is written by its transpose, whose columns are its rows: the compiled product
-reads them where they lie, not from a transposed copy each run (:func:`~sparsedyn.contact.friction_linalg._mv_sym`).
-Compiled, at 96 rows a step costs the reading of its code, its block products' index tables and their results (about
-a megabyte each, more than a core's second-level cache) more than its arithmetic: so the polish stage runs one step
-a run (:func:`polish_stage`), and its program holds one step's code, not two written out.
+``m nv^2``), the held friction's columns (``m nc^2``; ``nv^2 nc``) and the solves (``4 m^2`` each; ``m^2 + 2 m nv``),
+against an ADMM iteration's ``m^2``; rotations and masks are block products by sparse first factors where a matrix
+is formed, elementwise where a vector is (``D Gr v`` is ``D R^T (G (R v))``), and a product by ``G`` or the
+symmetric ``M^-1`` reads its rows where they lie (:func:`~sparsedyn.contact.friction_linalg._mv_sym`).  Compiled,
+a step costs the reading of its code more than its arithmetic: the polish stage runs one step a run.
 
 Two more rules move the modes between the steps of a round.  A mode system with no solution (its residual stays
 above the stopping test's velocity tolerance through the solves: a redundant set whose targets no rigid motion
@@ -133,27 +128,21 @@ FIRST_STEPS = (("warm", 6.0), ("admm", 7.0), (None, 8.0))
 #: solve (the dm_control humanoid's perturbed states: a round accepted after four to six polishes,
 #: where three left ADMM hundreds of iterations more).
 LONGEST, PROGRESS = 8, 0.5
-#: A round goes on past the budget of iterations (:data:`FREE`), up to :data:`LONGEST` polishes, while
-#: each step brings Coulomb's residuals (relative to their stopping tests) below ``CONVERGING`` of the
-#: round's best so far: a converging round is cheaper to finish than to drop, since the next round
-#: comes only after twice the iterations, and a repeated polish from a good guess converges as
-#: Newton's method does.  Not :data:`PROGRESS`: the steps' gains alternate about it (talos fallen onto a box).
+#: A round goes on past the budget of iterations (:data:`FREE`), up to :data:`LONGEST` polishes, while each step
+#: brings Coulomb's residuals (relative to their tests) below ``CONVERGING`` of the round's best so far: cheaper to
+#: finish than to drop (the next round comes after twice the iterations).  Not :data:`PROGRESS`: gains alternate.
 CONVERGING = 0.7
 #: When a polish runs: from the start (a warm start, or a cold one: every contact open, those that their
 #: free velocity closes guessed closed, :mod:`~sparsedyn.contact.polish_guess`), before the first ADMM
 #: iteration; then (a round rejected at iteration ``k``) after ``2 k + FIRST`` or at the first failed
 #: check of Coulomb's law (ADMM's own residuals small), whichever comes first; at most ``ROUNDS``
 #: rounds, each once ADMM's iterate has kept its modes ``STABLE`` iterations, or ``HOLD`` of the
-#: polish's cost in iterations where that is more (a guess from modes still changing is
-#: rarely right, on the dm_control humanoid's perturbed states at iteration 3 1 in 46 against 1 in 2,
-#: and a wrong one costs more the more rows; talos on the floor, 96 rows, whose modes settle at ADMM's
-#: iteration 12 after holding three iterations at 10: one polish at 16, not a wasted one at 10 and
-#: the next at 23).  A polish is charged ``COST m`` iterations of ``m`` rows, and runs only while the
-#: polishes charged exceed by at most ``FREE`` the iterations ADMM has run.  Eight rounds, not two: a
-#: round's repeated polishes correct ADMM's modes, which on the dm_control humanoid's slowest
-#: perturbed states (a nearly redundant pair of contacts: the two ends of a short capsule on the
-#: floor) ADMM settles only after hundreds of iterations, so their later rounds (at iterations 141,
-#: 285, ...: the schedule doubles, so the rounds' cost stays a fraction of ADMM's) end the solve.
+#: polish's cost in iterations where that is more (a guess from modes still changing is rarely right,
+#: and a wrong one costs more the more rows).  A polish is charged ``COST m`` iterations of ``m`` rows,
+#: and runs only while the polishes charged exceed by at most ``FREE`` the iterations ADMM has run.
+#: Eight rounds, not two: a round's repeated polishes correct ADMM's modes, which on a nearly redundant
+#: pair of contacts (a short capsule's two ends on the floor) ADMM settles only after hundreds of
+#: iterations; the schedule doubles, so the rounds' cost stays a fraction of ADMM's.
 FIRST, ROUNDS, STABLE, COST, FREE, HOLD = 3, 8, 2, 0.25, 16.0, 0.18
 
 
@@ -346,14 +335,11 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, s
     (no solution at these modes) steps only to the first contact it opens (:func:`_ratio_test`).
     ``newton``: also Newton's next iterate (m,), the same but for a sliding contact's friction, left as the
     system solved it: off the circle by the second order of its turn ``alpha``, ``(1 / cos alpha - 1) mu
-    lambda_n``.
+    lambda_n``, and the system's answer itself (m,) (every closed contact as solved: :func:`_next_start`).
 
     The next step starts there, not from the circle: the system's answer meets every closed contact's
-    velocity target, and the friction pulled back onto the circle moves them all, where a slip is small
-    beside that, enough to point the next step's directions anywhere (the dm_control humanoid's rollout
-    with implicit dampers: two soles slipping at 2e-5 m/s beside sticking ones, a turn of 3 degrees,
-    velocity errors of 1e-4 m/s after the pull; from them each later step diverged, 2,020 iterations).
-    From the system's answer the turns shrink as Newton's method's steps do."""
+    velocity target, and the friction pulled back onto the circle moves them all, enough, beside a small slip,
+    to point the next step's directions anywhere; from the system's answer the turns shrink as Newton's do."""
     nc = mu.shape[0]
     for _ in range(newton_steps(3 * nc) if steps is None else steps):
         lam, slide, op, left = mode_solution(G, g, mu, z, scale, active, direction, start, slots, Z, True)
@@ -365,9 +351,10 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, s
         out = project_cone(np.concatenate([t * f[:, None], n[:, None]], 1) * (1.0 - op)[:, None], mu)
         # Newton's next step from the system's answer, not from the circle (the docstring)
         z = (out + (slide * _step(n))[:, None] * (lam * (1.0 - op)[:, None] - out)).reshape(3 * nc)
+        raw = (lam * (1.0 - op)[:, None]).reshape(3 * nc)
         direction = None
     out = out.reshape(3 * nc)
-    return (out, z) if newton else out
+    return (out, z, raw) if newton else out
 
 
 def _ratio_test(z, lam, op):
@@ -393,12 +380,11 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
     """``(lambda, u, res, ls, vs, ok, conv)``: :func:`polish`'s impulses of ``z``, their velocities
     ``G lambda + g``, Coulomb's law's residuals, their scales, the stopping test ``ok`` and the test
     (1: accepted): the stopping test and :func:`opposed` at ``tol vs``; ``newton``: and Newton's next iterate
-    (:func:`polish`) and the round's progress
-    (:func:`polish_stage`): Coulomb's largest residual relative to its test, of the answer's impulses at the
-    next iterate's velocities (without the pull onto the circle, which the next step undoes: the residual of
-    the directions and modes)."""
+    (:func:`polish`), the round's progress (:func:`polish_stage`: Coulomb's largest residual relative to its test,
+    of the answer's impulses at the next iterate's velocities, without the pull onto the circle, which the next
+    step undoes: the residual of the directions and modes) and the system's answer (:func:`polish`)."""
     nc = mu.shape[0]
-    lam, nxt = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax, True)
+    lam, nxt, raw = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax, True)
     u = _mv_sym(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
@@ -408,7 +394,7 @@ def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=
         return out
     un = _mv_sym(G, nxt, None if slots is None else slots.mm(3, 3)) + g
     rn = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), un.reshape(nc, 3), mu)
-    return out + (nxt, _vmax([rn[1] / vs, rn[2] / (ls * vs)]))
+    return out + (nxt, _vmax([rn[1] / vs, rn[2] / (ls * vs)]), raw)
 
 
 def opposed(lam, u, mu, active, vtol):
@@ -434,9 +420,9 @@ def polish_stage(lay, *X, start=None, pairs=True):
     polishes before each must gain or keep the last answer's modes) or, unpaid, while each step gains
     :data:`CONVERGING` or is :data:`NEAR` the tolerance.  In a warm start's round each step starts from its
     iterate with each open contact that its velocity closes guessed closed (:mod:`~sparsedyn.contact.polish_guess`);
-    each step after a round's first, from the last answer (near the answer: Newton's next iterate,
-    :data:`QUADRATIC`) with the load of a closed contact moved to an open near-duplicate that its velocity
-    closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`).
+    each step after a round's first, from the last answer (near the answer: Newton's next iterate; after a step
+    that gains nothing, the best step's unprojected answer: :func:`_next_start`) with the load of a closed contact
+    moved to an open near-duplicate that its velocity closes (:func:`~sparsedyn.contact.polish_guess.swap_guess`).
     Accepted: the step's impulses, on to the correction (+3); rejected, the round's last: back to ADMM
     (-1; from a warm start, before any iteration: to the factorisation, -2); else on (0).  ``start``: a
     round's first step, ``"admm"`` or the start's round's ``"warm"`` (:data:`_STARTS`), else a later step
@@ -455,7 +441,7 @@ def polish_stage(lay, *X, start=None, pairs=True):
     z, out, need = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"],
                             merges(S["rounds"][0], warm), pairs)
     # from ADMM's iterate, then the last answer; a warm start's first polish: the answer nearest it (module docstring)
-    lam, u, res, ls, vs, ok, conv, nxt, rn = polished(
+    lam, u, res, ls, vs, ok, conv, nxt, rn, raw = polished(
         G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal), K["gmax"][0], K["dmax"][0], tol,
         start=warm * fresh * S["z"], slots=lay.slots(K), steps=1, Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None,
         newton=True)
@@ -468,9 +454,7 @@ def polish_stage(lay, *X, start=None, pairs=True):
     r = _vmax([res[1] / vs, res[2] / (ls * vs)])
     best = fresh * r + (1.0 - fresh) * (S["pbest"][0] - _relu(S["pbest"][0] - r))
     r = r - held * _relu(r - rn)
-    # where Newton's steps converge as they do near the answer (:data:`QUADRATIC`), the next starts from this
-    # one's next iterate (:func:`polish`), else from the answer
-    nxt = lam + held * _step(QUADRATIC * S["pbest"][0] - r) * (nxt - lam)
+    nxt, praw, sraw = _next_start(S, lam, nxt, raw, r, fresh, held)
     gains = _step(PROGRESS * S["pbest"][0] - r) * (1.0 - fresh)
     converging = _step(CONVERGING * S["pbest"][0] - r) * (1.0 - fresh)
     # the next step paid by ADMM's iterations; a warm start's round (before any iteration) also by the
@@ -496,7 +480,7 @@ def polish_stage(lay, *X, start=None, pairs=True):
     keep = 1.0 - conv
     new = dict(x=keep * S["x"] + conv * lam, z=keep * S["z"] + conv * lam, u=keep * S["u"] + conv * u,
                res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], ls=keep * S["ls"][0] + conv * ls,
-               vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=nxt, pbest=best, out=out,
+               vs=keep * S["vs"][0] + conv * vs, conv=conv, pz=nxt, pbest=best, out=out, praw=praw, sraw=sraw,
                tries=tries * (1.0 - last) * keep,
                rounds=S["rounds"][0] + last * (1.0 - cold), polishes=S["polishes"][0] + (1.0 - cold * keep) / steps,
                next=S["next"][0] + last * (2.0 * it + FIRST - S["next"][0]))
@@ -504,6 +488,22 @@ def polish_stage(lay, *X, start=None, pairs=True):
     new, flag = (new, flag) if pairs else _handed(S, new, flag, need)
     S.update(new)
     return lay.pack(lay.S, S), flag
+
+
+def _next_start(S, lam, nxt, raw, r, fresh, held):
+    """``(start, best raw, from raw)`` of a round's next step after one whose answer ``lam`` scored ``r`` (the
+    round's best so far ``S["pbest"]``; ``nxt``, ``raw``: :func:`polish`'s next iterates).  A round's steps start
+    from the answer, or where Newton's steps converge as they do near the answer (:data:`QUADRATIC`) from the next
+    iterate; after a step that gains nothing, from the system's own answer of the round's best step, no contact
+    projected (and after another such, back): a sticking contact that the system puts outside its cone is then read
+    sliding with the friction the system gave it, where its projection moves every closed contact's velocity (the
+    dm_control humanoid, a slide at 1e-8 m/s on a cone's edge among sticking contacts: the projected restarts stalled
+    at a scaled residual of 0.015 for 1,500 iterations; from the system's answers, Newton's steps converge at once)."""
+    base = lam + held * _step(QUADRATIC * S["pbest"][0] - r) * (nxt - lam)
+    gained = fresh + (1.0 - fresh) * _step(S["pbest"][0] - r)
+    sraw = (1.0 - fresh) * (gained * S["sraw"][0] + (1.0 - gained) * (1.0 - S["sraw"][0]))
+    praw = gained * raw + (1.0 - gained) * S["praw"]
+    return base + sraw * (praw - base), praw, sraw
 
 
 def _handed(S, new, flag, need):
