@@ -350,11 +350,11 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, s
         f = slide * mu * n / (_norms(t) + _TINY) + (1.0 - slide)
         out = project_cone(np.concatenate([t * f[:, None], n[:, None]], 1) * (1.0 - op)[:, None], mu)
         # Newton's next step from the system's answer, not from the circle (the docstring)
-        z = (out + (slide * _step(n))[:, None] * (lam * (1.0 - op)[:, None] - out)).reshape(3 * nc)
-        raw = (lam * (1.0 - op)[:, None]).reshape(3 * nc)
+        raw = lam * (1.0 - op)[:, None]
+        z = (out + (slide * _step(n))[:, None] * (raw - out)).reshape(3 * nc)
         direction = None
     out = out.reshape(3 * nc)
-    return (out, z, raw) if newton else out
+    return (out, z, raw.reshape(3 * nc)) if newton else out
 
 
 def _ratio_test(z, lam, op):
