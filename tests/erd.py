@@ -52,8 +52,9 @@ def load_pair(robot, floating_base):
 
 
 def solo12_on_floor():
-    """``(model, scene)``: solo12 with its collision shapes (its meshes) on the floor, its SRDF's pairs
-    left out, as a user first simulates it."""
+    """``(model, scene)``: solo12 with its collision shapes (its meshes, as their convex hulls) on the
+    floor, its SRDF's pairs left out, as a user first simulates it: and the four pairs whose hulls overlap
+    at the SRDF's standing configuration (the base's and each upper leg's), as the scene's warning says."""
     import warnings
     import sparsedyn as sd
     root = robots_dir()
@@ -61,8 +62,24 @@ def solo12_on_floor():
         warnings.simplefilter("ignore")     # implausible-inertia warnings are tested elsewhere
         model = load_urdf(root / "solo_description/robots/solo12.urdf", floating_base=True, geometry=True,
                           package_dirs=[root], invalid_inertia="warn")
-    pairs = sd.load_srdf(model, root / "solo_description/srdf/solo.srdf")
-    return model, sd.Scene(model, world=[sd.Shape("plane", name="floor")], srdf=pairs)
+    srdf = sd.load_srdf(model, root / "solo_description/srdf/solo.srdf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.SelfOverlapWarning)
+        scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], srdf=srdf)
+    gone = sd.overlapping_pairs(scene, srdf.reference_configurations["standing"])
+    assert len(gone) == 4
+    return model, scene.with_pairs(remove=gone)
+
+
+def convex_meshes(gm):
+    """Pinocchio's collision model ``gm`` with each mesh (a BVH of triangles) replaced by its convex hull
+    (coal's ``buildConvexHull``, qhull's options as collide's first), as a scene collides a mesh."""
+    from sparsedyn.contact.collision_coal import HULL_OPTIONS
+    for g in gm.geometryObjects:
+        if isinstance(g.geometry, pin.coal.BVHModelBase):
+            g.geometry.buildConvexHull(True, HULL_OPTIONS[0])
+            g.geometry = g.geometry.convex
+    return gm
 
 
 def random_state(model, rng):

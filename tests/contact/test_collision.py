@@ -20,7 +20,7 @@ from sparsedyn.interop.pinocchio import q_to_pinocchio
 from sparsedyn.model.spatial import Transform
 
 from conftest import dm_control_humanoid, rounding_bound
-from erd import ROBOTS, robots_dir
+from erd import ROBOTS, convex_meshes, robots_dir
 
 # shape kinds and sizes used below
 SIZES = {"sphere": (0.3,), "capsule": (0.2, 0.5), "cylinder": (0.25, 0.6), "box": (0.3, 0.5, 0.4),
@@ -138,10 +138,12 @@ ROBOT_SRDF = {"ur5": "ur_description/srdf/ur5.srdf", "panda": "panda_description
 
 
 def pin_geometry(path, srdf, floating):
-    """Pinocchio's model and collision model, all pairs less the SRDF's (example-robot-data's loader)."""
+    """Pinocchio's model and collision model, all pairs less the SRDF's (example-robot-data's loader), each
+    mesh its convex hull (as a scene collides a mesh)."""
     share = str(robots_dir().parent.parent)          # .../share, which holds the example-robot-data package
     args = (str(path), [share]) + ((pin.JointModelFreeFlyer(),) if floating else ())
     pm, gm, _ = pin.buildModelsFromUrdf(*args)
+    convex_meshes(gm)
     gm.addAllCollisionPairs()
     pin.removeCollisionPairs(pm, gm, str(srdf))
     return pm, gm
@@ -402,6 +404,44 @@ def test_a_pair_of_meshes_takes_its_own_cutoff_whatever_the_others_are():
     assert [p for p, f in zip(got.pairs, got_far) if not f] == want.pairs
     assert np.array_equal(got.distances[~got_far], want.distances)
     assert np.array_equal(got.points[~got_far], want.points) and np.array_equal(got.normals[~got_far], want.normals)
+
+
+@pytest.mark.filterwarnings("ignore::sparsedyn.SelfOverlapWarning")   # talos's grippers in its legs at neutral
+def test_two_meshes_collide_as_their_convex_hulls_whatever_the_margin():
+    """Two robot meshes' triangle surfaces that cross have no signed distance: coal's triangle contacts put
+    alex's shoulder 6 cm into its wrist at one margin and 5 cm and 15 cm clear at two others, and moved by
+    centimetres from step to step, so the steps pushed links into each other.  A mesh collides as its convex
+    hull, as on a plane: talos folded, each hit of two meshes is coal's signed distance between the two
+    hulls (GJK and EPA on Pinocchio's collision model, each mesh its hull), with its witness points and
+    normal, and a pair's hit is the same within margins of 5 mm, 5 cm and 20 cm."""
+    root = robots_dir()
+    path = root / "talos_data/robots/talos_full_v2.urdf"
+    model = sd.load_urdf(path, floating_base=True, geometry=True, package_dirs=[root])
+    srdf = sd.load_srdf(model, root / "talos_data/srdf/talos.srdf")
+    q = sd.normalize(model, np.array(TALOS_FOLDED))
+    pm, gm = pin_geometry(path, root / "talos_data/srdf/talos.srdf", True)
+    gd = pin.GeometryData(gm)
+    pin.updateGeometryPlacements(pm, pm.createData(), gm, gd, q_to_pinocchio(model, q))
+    index = {g.name: k for k, g in enumerate(gm.geometryObjects)}
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = 1e-11
+    scenes = [sd.Scene(model, srdf=srdf, margin=m) for m in (0.005, 0.05, 0.2)]
+    hits = [sd.collide(scene, q) for scene in scenes]
+    kind = {s.name: s.kind for s in scenes[0].shapes}
+    meshes = [k for k, (a, b) in enumerate(hits[0].pairs) if kind[a] == kind[b] == "mesh"]
+    assert len(meshes) >= 3 and hits[0].distances[meshes].min() < -0.01
+    for k in meshes:
+        a, b = hits[0].pairs[k]
+        res = coal.DistanceResult()
+        ga, gb = gm.geometryObjects[index[a]], gm.geometryObjects[index[b]]
+        d = coal.distance(ga.geometry, gd.oMg[index[a]], gb.geometry, gd.oMg[index[b]], req, res)
+        assert abs(hits[0].distances[k] - d) <= 1e-9, (a, b)
+        w_a, w_b = res.getNearestPoint1(), res.getNearestPoint2()
+        assert np.abs(hits[0].points[k] - (w_a + w_b) / 2).max() <= 1e-9, (a, b)
+        assert np.abs(hits[0].normals[k] + res.normal).max() <= 1e-9, (a, b)
+        for wide in hits[1:]:                          # the same pair's hit within wider margins
+            j = wide.pairs.index((a, b))
+            assert wide.distances[j] == hits[0].distances[k] and np.array_equal(wide.points[j], hits[0].points[k])
 
 
 def test_a_ball_at_the_centre_of_a_disc_leaves_through_its_cap():

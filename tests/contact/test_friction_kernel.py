@@ -467,7 +467,7 @@ def test_gauss_seidel_after_admm_stops_where_it_stalls(backend):
             s = sd.contact_step(model, SOLO_SLIP_Q, SOLO_SLIP_V, np.zeros(model.nv), scene, 2e-3)
     assert ADMM_BUDGET < s.iterations <= ADMM_BUDGET + 2 * WINDOW + 50
     imp = np.asarray(s.impulses)
-    assert len(imp) == 12 and imp[:, 2].sum() > 0.0                     # the feet carry the robot
+    assert len(imp) == 8 and imp[:, 2].sum() > 0.0                      # the feet carry the robot
     ls = np.abs(imp).max()
     vs = 9.81 * 2e-3                   # the velocity scale: the resting feet's free closing velocity, g dt
     assert s.residuals.dual <= 4 * 1e-8 * vs and s.residuals.complementarity <= 4 * 1e-8 * ls * vs

@@ -11,7 +11,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.interop.pinocchio import q_to_pinocchio
 
-from erd import robots_dir
+from erd import convex_meshes, robots_dir
 
 ANYMAL = "anymal_b_simple_description/robots/anymal.urdf"
 
@@ -27,10 +27,8 @@ def pinocchios_overlaps(model, q, urdf=ANYMAL, hulls=False):
     at ``q``; with ``hulls``, each mesh replaced by its convex hull (coal's, as collide takes a mesh)."""
     share = str(robots_dir().parent.parent)
     pm, gm, _ = pin.buildModelsFromUrdf(str(robots_dir() / urdf), [share], pin.JointModelFreeFlyer())
-    for g in gm.geometryObjects if hulls else ():
-        if isinstance(g.geometry, pin.coal.BVHModelBase):
-            g.geometry.buildConvexHull(True, "Qt")
-            g.geometry = g.geometry.convex
+    if hulls:
+        convex_meshes(gm)
     gm.addAllCollisionPairs()
     gd = pin.GeometryData(gm)
     pin.computeCollisions(pm, pm.createData(), gm, gd, q_to_pinocchio(model, q), False)
@@ -187,9 +185,8 @@ def test_tiagos_hand_in_its_safety_box_is_warned_of_as_pinocchio_finds_it():
     """tiago (example-robot-data, no SRDF) at its neutral configuration: its hand's safety box encloses
     the fingers, and more of its shapes overlap.  The warning counts the pairs :func:`overlapping_pairs`
     lists, and those are Pinocchio's (coal on the same shapes, meshes as their convex hulls) among the
-    scene's pairs, each pair with a primitive shape (one pair of two meshes, the arm's second link on
-    the torso, Pinocchio finds 1.4 mm deep where collide's hulls keep 3.9 mm apart: left out here).  The
-    five deepest are named, the deepest a finger's box 58.9 mm into the safety box (by coal: 58.93 mm)."""
+    scene's pairs, pairs of two meshes among them.  The five deepest are named, the deepest a finger's box
+    58.9 mm into the safety box (by coal: 58.93 mm)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sd.io.urdf.UrdfWarning)         # its antennas' inertias
         model = sd.load_urdf(robots_dir() / TIAGO, floating_base=True, geometry=True, invalid_inertia="warn",
@@ -198,10 +195,9 @@ def test_tiagos_hand_in_its_safety_box_is_warned_of_as_pinocchio_finds_it():
         scene = sd.Scene(model)
     found = sd.overlapping_pairs(scene)
     kind = {s.name: s.kind for s in scene.shapes}
-    primitive = {frozenset(p) for p in scene.pairs if any(kind[n] != "mesh" for n in p)}
     pins = pinocchios_overlaps(model, model.neutral(), TIAGO, hulls=True) & {frozenset(p) for p in scene.pairs}
-    assert {frozenset(p) for p in found} & primitive == pins & primitive
-    assert all(any(kind[n] != "mesh" for n in p) for p in found)
+    assert {frozenset(p) for p in found} == pins
+    assert any(kind[a] == kind[b] == "mesh" for a, b in found)
     text = str(got[0].message)
     assert text.startswith(f"Scene: {len(found)} pairs of robot 'tiago''s own shapes penetrate at its neutral "
                            "configuration: (hand_thumb_virtual_1_link_0, hand_safety_box_0) by 58.9 mm, ")

@@ -14,7 +14,8 @@ the closest pair of two boxes (the separating axis test, then the closest corner
 capsule and a box (:func:`~sparsedyn.contact.box_pairs.capsule_box`); a mesh against a plane by the
 vertices of its convex hull (up to four hits: the vertices within the margin reduced to the points
 spanning their patch, :mod:`~sparsedyn.contact.reduction`); coal (Pinocchio's collision library: GJK and
-EPA, BVHs for meshes) for the other pairs.  Where a resting contact is a segment or a face, one pair
+EPA) for the other pairs.  A mesh collides as its convex hull everywhere (as MuJoCo's meshes do): a flat one,
+which has no hull, as coal's BVH of its triangles.  Where a resting contact is a segment or a face, one pair
 gives several hits: a capsule or a cylinder on a plane each end (cylinders: four points of each rim), a
 box on a plane each corner within the margin, and, beside the closest pair, a box's corners against
 another box and a capsule's end spheres against a box (closed forms: a point against a box).  A shape
@@ -60,7 +61,7 @@ from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corn
                            sphere_capsule, sphere_plane, sphere_sphere)
 from .box_box_native import box_box_pairs, box_box_plan
 from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
-                             _coal_geometry, _hull_convex, _hull_vertices, mesh_vertices)
+                             _coal_geometry, _hull_convex, _hull_vertices, flat_mesh, mesh_vertices)
 from .collision_kernel import kernel_plan
 from .collision_near import near_call, near_rows
 from .collision_hfield import hfield_pairs
@@ -262,7 +263,7 @@ def _narrow(scene, plan, near, bounded, R, p, cutoff, margin, spin, out, patches
         elif set(key) == {"mesh", "plane"}:
             cut = cutoff[ks[m]] if cutoff is not None else np.full(int(m.sum()), margin)
             patches.append(_mesh_plane_pairs(scene, ks[m], R, p, cut, None if spin is None else spin[ks[m]]))
-        elif set(key) == {"mesh", "box"}:            # a world box: the mesh's hull; else coal's triangles
+        elif set(key) == {"mesh", "box"}:            # a world box: the hull's patches; else the hull's closest pair
             world = plan["world"][ks[m]]
             kw = ks[m][world]
             cut = cutoff[kw] if cutoff is not None else np.full(len(kw), margin)
@@ -447,6 +448,14 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
     return (ks[near].take(g), d, np.where(swap, wb, wa), np.where(swap, wa, wb), np.where(swap, -nn, nn)), False
 
 
+def _convex_geometry(scene, k):
+    """The coal object that shape ``k`` collides as: a mesh's convex hull (a flat mesh, which has none,
+    its triangles), any other shape's own (:func:`~sparsedyn.contact.collision_coal._coal_geometry`)."""
+    if scene.shapes[k].kind == "mesh" and not flat_mesh(scene, k):
+        return _hull_convex(scene, k)
+    return _coal_geometry(scene, k)
+
+
 def _transform(scene, coal, k, R, p):
     """coal's placement of shape ``k`` at ``(R[k], p[k])``; a world shape's made once (kept by the scene)."""
     if scene.shapes[k].body >= 0:
@@ -510,12 +519,15 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
 def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
     they overlap) for the closest pair (two boxes, a capsule and a box, a sphere and a cylinder: closed forms, :data:`CLOSEST`), and for a box
-    the closed-form hits of the features that rest on a face (:data:`FEATURES`); a mesh (a BVH of triangles, as Pinocchio loads it), ``collide`` with
-    the margin as coal's security margin: up to four triangle contacts, each with its own signed distance,
-    those touching with the deepest kept (:func:`~sparsedyn.contact.reduction.patch_depth` above it or
-    above the surface: the others carry nothing at rest); its margin the pair's own ``cutoff[k]`` where
-    given (coal stops at four contacts: within a wider margin they may all be near triangles, the
-    overlapping ones never reached)."""
+    the closed-form hits of the features that rest on a face (:data:`FEATURES`).  A mesh is its convex hull
+    (:func:`_convex_geometry`), as on a plane or a world box, and as MuJoCo collides a mesh: two meshes' triangle
+    surfaces have no signed distance once they cross, and coal's depths of crossing triangles (its ``collide``)
+    moved by centimetres between neighbouring configurations, so a step pushed robots' links into each other.
+    A flat mesh (no hull) is a BVH of triangles: ``collide`` with the margin as coal's security margin, up to
+    four triangle contacts, each with its own signed distance, those touching with the deepest kept
+    (:func:`~sparsedyn.contact.reduction.patch_depth` above it or above the surface: the others carry nothing at
+    rest); its margin the pair's own ``cutoff[k]`` where given (coal stops at four contacts: within a wider
+    margin they may all be near triangles, the overlapping ones never reached)."""
     kinds = [s.kind for s in scene.shapes]
     blocks, near = [], []
     pair_kinds = [(kinds[i], kinds[j]) for i, j in scene.index[ks].tolist()]
@@ -532,7 +544,7 @@ def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
     tf = {i: coal.Transform3s(R[i], p[i]) for i in np.unique(scene.index[ks]).tolist()}     # the pairs' shapes
     for k in ks:
         i, j = scene.index[k]
-        gi, gj = _coal_geometry(scene, i), _coal_geometry(scene, j)
+        gi, gj = _convex_geometry(scene, i), _convex_geometry(scene, j)
         if isinstance(gi, coal.BVHModelBase) or isinstance(gj, coal.BVHModelBase):
             # a BVH's distance query is slow (milliseconds): collide within the margin instead
             creq = coal.CollisionRequest()
