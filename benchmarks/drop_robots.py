@@ -1,6 +1,6 @@
 """Robots of example-robot-data dropped on the floor, as a user first simulates one: each robot's URDF
 with its collision shapes (meshes as their convex hulls) and its SRDF's disabled pairs, less the pairs that
-overlap at its reference configuration (as the scene's warning advises), a plane, no torque, the lowest shape 5 cm
+overlap where it starts or at its reference configuration (as the scene's warning advises), a plane, no torque, the lowest shape 5 cm
 above the floor; ``sd.rollout`` of ``--steps`` steps of ``--dt`` on the default road, timed on its
 second run (the first builds the kernels of every slot layout the trajectory grows to).  Per robot: milliseconds a step, the solver's iterations
 (mean, max) and the steps that ran past ADMM's budget (1000 iterations) into Gauss-Seidel's sweeps, which
@@ -40,7 +40,7 @@ CAPPED = 1000
 
 def dropped(name):
     """``(model, scene, q)``: the robot ``name`` (:data:`ROBOTS`), its scene (the floor, its SRDF's
-    pairs left out, and the pairs that overlap at its reference configuration, as the scene's
+    pairs left out, and the pairs that overlap where it starts or at its reference configuration, as the scene's
     ``SelfOverlapWarning`` advises) and its neutral configuration lifted so that its lowest shape is 5 cm up."""
     root = example_robot_data_dir()
     urdf, srdf = ROBOTS[name]
@@ -50,8 +50,9 @@ def dropped(name):
                              invalid_inertia="warn")
         pairs = sd.load_srdf(model, root / srdf) if srdf and (root / srdf).exists() else None
         scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], srdf=pairs)
-        refs = list(pairs.reference_configurations.values()) if pairs is not None else []
-        scene = scene.with_pairs(remove=sd.overlapping_pairs(scene, *refs[:1]))
+        refs = list(pairs.reference_configurations.values())[:1] if pairs is not None else []
+        gone = {p for x in [model.neutral()] + refs for p in sd.overlapping_pairs(scene, x)}
+        scene = scene.with_pairs(remove=sorted(gone))
         wide = sd.Scene(model, world=[sd.Shape("plane", name="floor")], srdf=pairs, margin=5.0)
     q = model.neutral()
     hits = sd.collide(wide, q)

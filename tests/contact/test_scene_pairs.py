@@ -167,3 +167,43 @@ def test_bad_filter_is_named(change, message):
     g = sd.Geometry("g", 0, sd.spatial.Transform(np.eye(3), np.zeros(3)), "sphere", (0.1,), "collision")
     with pytest.raises(sd.ModelError, match=message):
         model.with_geometry(g._replace(**change))
+
+
+def test_a_fixed_base_robots_shapes_on_its_base_are_its_own():
+    """A URDF robot on a fixed base has its root link's shapes on the world body, yet they are the
+    robot's: ur5's base is never checked against its shoulder (jointed to the base: a parent and child
+    link touch at their joint by construction), is checked against its other links with
+    self-collision and against none without, and the floor meets every moving link either way.  baxter
+    at its neutral configuration: the pairs :func:`~sparsedyn.overlapping_pairs` lists, among them its
+    lower shoulders in its torso (a base shape), are those Pinocchio's ``computeCollisions`` (coal, each
+    mesh its convex hull) finds among the scene's pairs, and the scene's warning says so."""
+    import pinocchio as pin
+    from erd import convex_meshes, robots_dir
+    from sparsedyn.interop.pinocchio import q_to_pinocchio
+    root = robots_dir()
+    floor = sd.Shape("plane", name="floor")
+    ur5 = sd.load_urdf(root / "ur_description/urdf/ur5_robot.urdf", geometry=True)
+    links = ("shoulder_link_0", "upper_arm_link_0", "forearm_link_0", "wrist_1_link_0", "wrist_2_link_0",
+             "wrist_3_link_0", "ee_link_0")
+    for self_collision in (True, False):
+        pairs = set(sd.Scene(ur5, world=[floor], self_collision=self_collision).pairs)
+        assert {p for p in pairs if "base_link_0" in p} == ({(n, "base_link_0") for n in links[1:]}
+                                                            if self_collision else set())
+        assert {(n, "floor") for n in links} <= pairs
+    path = root / "baxter_description/urdf/baxter.urdf"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.io.urdf.UrdfWarning)
+        baxter = sd.load_urdf(path, geometry=True, package_dirs=[root])
+    with pytest.warns(sd.SelfOverlapWarning, match=r"\(right_lower_shoulder_0, torso_0\) by"):
+        scene = sd.Scene(baxter)
+    assert ("head_0", "torso_0") not in scene.pairs
+    found = sd.overlapping_pairs(scene)
+    assert {("right_lower_shoulder_0", "torso_0"), ("left_lower_shoulder_0", "torso_0")} <= set(found)
+    pm, gm, _ = pin.buildModelsFromUrdf(str(path), [str(root.parent.parent)])
+    convex_meshes(gm).addAllCollisionPairs()
+    gd = pin.GeometryData(gm)
+    pin.computeCollisions(pm, pm.createData(), gm, gd, q_to_pinocchio(baxter, baxter.neutral()), False)
+    names = [g.name for g in gm.geometryObjects]
+    touching = {frozenset((names[p.first], names[p.second])) for k, p in enumerate(gm.collisionPairs)
+                if gd.collisionResults[k].isCollision()}
+    assert {frozenset(p) for p in found} == touching & {frozenset(p) for p in scene.pairs}

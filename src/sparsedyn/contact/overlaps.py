@@ -25,9 +25,9 @@ import warnings
 
 import numpy as np
 
-from ..model.joints import Free
 from .collision import collide
 from .scene_base import SceneBase
+from .scene_pairs import fixed_base, free_roots
 
 __all__ = ["SelfOverlapWarning", "overlapping_pairs", "warn_self_overlaps"]
 
@@ -44,7 +44,8 @@ def overlapping_pairs(scene, q=None) -> list:
     """The pairs of two shapes on the robot's moving bodies in ``scene`` that penetrate at the configuration ``q`` (nq,)
     (default: the model's neutral configuration, ``scene.model.neutral()``): ``[(name_a, name_b)]``, each
     once, in the order of ``scene.pairs``, the names :meth:`~sparsedyn.Scene.with_pairs` takes.  Pairs
-    with a world shape are never listed (they are what a robot stands on), nor pairs of two bodies with
+    with a world shape are never listed (they are what a robot stands on; a fixed-base robot's shapes on its
+    base are its own, :func:`~sparsedyn.contact.scene_pairs.fixed_base`), nor pairs of two bodies with
     a free joint between them (objects of their own, placed by the user)."""
     if not isinstance(scene, SceneBase):
         raise TypeError(f"overlapping_pairs: scene must be a sd.Scene, got {type(scene).__name__}")
@@ -67,15 +68,13 @@ def _own(scene):
     (two objects each on its own free joint, a ball beside a robot, are wherever the user puts them,
     not where ``neutral`` does)."""
     model = scene.model
-    floating = np.full(model.nbodies + 1, -1)                  # the deepest free joint's body above each
-    for i in range(model.nbodies):                             # (parents come first)
-        up = floating[model.topology.parent[i]]
-        floating[i] = i if isinstance(model.joints[i], Free) else up
+    floating = free_roots(model)                               # the deepest free joint's body above each
     body = np.array([s.body for s in scene.shapes], int)
+    robot = (body >= 0) | fixed_base(model, scene.shapes)      # a fixed base's shapes are the robot's own
     a, b = body[scene.index[:, 0]], body[scene.index[:, 1]]
     parent = np.append(model.topology.parent, -1)              # a body and its parent (a joint's stops)
     adjacent = (parent[a] == b) | (parent[b] == a)             # touch at their joint by construction
-    return (a >= 0) & (b >= 0) & (floating[a] == floating[b]) & ~adjacent
+    return robot[scene.index[:, 0]] & robot[scene.index[:, 1]] & (floating[a] == floating[b]) & ~adjacent
 
 
 def warn_self_overlaps(scene, srdf=None, stacklevel=2):
