@@ -123,3 +123,34 @@ def test_a_small_loop_runs_blocks_of_states_on_vectors_as_its_scalar_driver(comp
     got = k.shift(b)
     got = got[0] if isinstance(got, tuple) else got
     assert np.array_equal(got, [_python_shift(r) for r in b.tolist()])
+
+
+def test_pieces_over_the_loop_threshold_are_loops_and_equal_the_interpreter(monkeypatch, tmp_path):
+    """A piece of an iterative kernel of :func:`~sparsedyn.codegen.cemit.loop_threshold` operations or
+    more is emitted as loops over tables (the contact step's polish in 64 data slots), here every piece
+    (``SPARSEDYN_LOOP_THRESHOLD=0``); a workspace past
+    :data:`~sparsedyn.codegen.emit_iterative.HEAP_SLOTS` doubles is the heap's.  The same operations:
+    one state, the loop entry on vectors and the threaded batch equal the reference interpreter bit
+    for bit, the shifted memory's moves too."""
+    from sparsedyn.codegen import cemit, emit_iterative
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))       # a build of its own: no shared library key
+    prog = newton_loop()
+    unrolled = "\n".join(cemit.emit_program(prog, "newton", "batch"))
+    monkeypatch.setenv("SPARSEDYN_LOOP_THRESHOLD", "0")
+    monkeypatch.setattr(emit_iterative, "HEAP_SLOTS", 0)
+    assert cemit.code_shape(prog) == "iterative, vector loop, pieces in loops"
+    assert cemit.code_shape(prog, "batch") == "iterative, pieces in loops"
+    src = "\n".join(cemit.emit_program(prog, "newton", "batch"))
+    copies = "for (long e = 0; e <"                 # the loops' driver copies its inputs into the workspace
+    assert copies in src and copies not in unrolled and "aligned_alloc(64" in src and "aligned_alloc" not in unrolled
+    k = sd.compile(_Newton(sd.serial_chain(1), 1000))
+    a = np.geomspace(1e-3, 1e9, 37)[:, None]
+    x, counts = k.newton(a)
+    xe, ce = prog.evaluate([a])
+    assert np.array_equal(x, xe) and np.array_equal(counts, ce)
+    assert all(np.array_equal(k.newton(a[j])[0], xe[j]) for j in (0, 17, 36))
+    assert np.array_equal(k.newton(a[:3])[1], ce[:3])
+    b = np.random.default_rng(7).normal(size=(9, 4))
+    got = sd.compile(_Shift(sd.serial_chain(1))).shift(b)
+    got = got[0] if isinstance(got, tuple) else got
+    assert np.array_equal(got, [_python_shift(r) for r in b.tolist()])

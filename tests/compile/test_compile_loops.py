@@ -173,9 +173,9 @@ def test_block_products_compile_to_the_interpreted_values(shape, monkeypatch, rn
 
 def test_an_iterative_kernel_keeps_its_own_code_shape(monkeypatch):
     """An iterative kernel (the frictional step) is driven by its own loop over straight-line pieces:
-    the straight-line programs' rules (a large program of few statement shapes, a block product)
-    do not apply to it, whatever its size (the humanoid's step with self-collision slots is over
-    their size threshold), and its C is the iterative emitter's."""
+    the straight-line programs' rule of few statement shapes does not apply to it, whatever its size
+    (the humanoid's step with self-collision slots is over its size), and its C is the iterative
+    emitter's (a piece of the loop threshold's size is loops: tests/compile/test_compile_loop.py)."""
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "symbolic"))
     from test_loop import newton_loop
     monkeypatch.setattr(cemit, "REPEATED_MIN_OPS", 0)        # as if it were that large

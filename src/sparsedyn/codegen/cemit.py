@@ -53,7 +53,8 @@ Large programs (:func:`code_shape`: :data:`LOOP_THRESHOLD` operations or more,
 (:func:`_loop_functions`): unrolled, their size, and the C compiler's time, grow
 with the number of bodies times the size of the result (minv of a 100-body chain:
 112,000 operations, 12 s of compiler CPU unrolled, 3.5 s as loops), while the loops
-grow with the number of distinct repeated blocks.  Same operations, same roundings;
+grow with the number of distinct repeated blocks.  So is each piece of an iterative kernel of that
+size (:mod:`.emit_iterative`).  Same operations, same roundings;
 the unrolled code, which keeps values in registers, runs 1.1-2.3 times faster up to
 the threshold (measured from 40,000 to 182,000 operations), which bounds the cost of
 its cold build (about 0.12 ms of compiler CPU an operation).  The batch variant has
@@ -76,10 +77,10 @@ import os
 import re
 from importlib import resources
 
-from ..symbolic.ir import ATAN2, CONST, COPYSIGN, COS, MATMUL, SIN, SQRT, Program, paused_gc
+from ..symbolic.ir import ATAN2, COPYSIGN, COS, SIN, SQRT, Program, paused_gc
 from ..symbolic.loop import LoopProgram
 from .emit_batch import _batch_entry, _rows_function
-from .emit_common import _sizes, _units
+from .emit_common import _ops, _sizes, _units
 from .emit_iterative import _emit_loop
 from .emit_iterative_vec import vector_loop_fits
 from .emit_loops import _loop_functions, statement_shapes
@@ -144,10 +145,12 @@ def code_shape(prog: Program, variant: str = "single") -> str:
     (:data:`REPEATED_SHAPES`), else ``"loops"`` (:func:`_loop_functions`).
     An iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`) is ``"iterative"``: its
     pieces are straight-line functions driven by a loop (:mod:`.emit_iterative`); ``"iterative, vector
-    loop"`` where its loop entry runs blocks of states on vectors (:mod:`.emit_iterative_vec`)."""
+    loop"`` where its loop entry runs blocks of states on vectors (:mod:`.emit_iterative_vec`); either
+    with ``", pieces in loops"`` where a piece of :func:`loop_threshold` operations or more is loops."""
     if isinstance(prog, LoopProgram):
-        return "iterative, vector loop" if variant == "single" and vector_loop_fits(prog) else "iterative"
-    nops = sum(1 for op, _, _ in prog.nodes if CONST < op != MATMUL)     # a block product is a loop
+        shape = "iterative, vector loop" if variant == "single" and vector_loop_fits(prog) else "iterative"
+        return shape + (", pieces in loops" if any(_ops(p) >= loop_threshold() for p in prog.programs) else "")
+    nops = _ops(prog)
     if nops >= loop_threshold() * (BATCH_LOOP_FACTOR if variant == "batch" else 1):
         return "loops"
     if nops >= REPEATED_MIN_OPS and not os.environ.get("SPARSEDYN_LOOP_THRESHOLD") \
@@ -158,7 +161,7 @@ def code_shape(prog: Program, variant: str = "single") -> str:
 
 def _expanded_ops(prog) -> int:
     """Operations of ``prog`` with its block products written out (two per pair but one per element)."""
-    nops = sum(1 for op, _, _ in prog.nodes if CONST < op != MATMUL)
+    nops = _ops(prog)
     return nops + sum(2 * int(b.pairs.sum()) - int((b.pairs > 0).sum()) for b in prog.blocks)
 
 
@@ -189,7 +192,7 @@ def emit_units(prog: Program, cname: str, variant: str = "single", chunk: int = 
     if variant not in ("single", "batch"):
         raise ValueError(f"variant: expected 'single' or 'batch', got {variant!r}")
     if isinstance(prog, LoopProgram):
-        return _gc_paused(_emit_loop, prog, cname, variant, chunk, unit_size)
+        return _gc_paused(_emit_loop, prog, cname, variant, chunk, unit_size, loop_threshold())
     return _gc_paused(_emit_program, prog, cname, variant, chunk, unit_size, checks)
 
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from ..symbolic.ir import ADD, ATAN2, COPYSIGN, COS, DIV, MUL, SIN, SQRT, SUB
+from ..symbolic.ir import ADD, ATAN2, CONST, COPYSIGN, COS, DIV, MATMUL, MUL, SIN, SQRT, SUB
 
 __all__ = []
+
+
+def _ops(prog) -> int:
+    """Operations of the program ``prog``, a dense block product not counted (a loop in every code
+    shape): what the loop threshold (:func:`~.cemit.loop_threshold`) weighs."""
+    return sum(1 for op, _, _ in prog.nodes if CONST < op != MATMUL)
 
 
 def _lit(v: float) -> str:

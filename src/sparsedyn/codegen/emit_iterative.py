@@ -1,6 +1,12 @@
 """C code of an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`, the code shape of
 the frictional step): its pieces as straight-line functions and a driver that runs the stages as
-their flags say."""
+their flags say.
+
+A piece of the loop threshold's operations or more (:func:`~.cemit.loop_threshold`) is emitted as
+loops over tables (:mod:`.emit_loops`), as a straight-line kernel of that size is: the contact step
+in 64 data slots, whose polish and guessed rounds are dense systems of 192 rows, so builds in half
+the time (unrolled, those two stages were two thirds of its compiler's work).  The same operations,
+so the same roundings."""
 
 from __future__ import annotations
 
@@ -8,19 +14,23 @@ import dataclasses
 
 from ..symbolic.ir import INPUT
 from ..symbolic.loop import LoopProgram
-from .emit_common import _SCALAR_FNS, _sizes, _units
+from .emit_common import _SCALAR_FNS, _ops, _sizes, _units
 from .emit_iterative_vec import HEAD as VECTOR_HEAD, vector_loop, vector_loop_entry, vector_loop_fits
+from .emit_loops import _loop_functions
 from .emit_unrolled import _functions
 
 __all__ = []
 
+#: Doubles of workspace above which a call takes it from the heap, not the stack (a thread's stack may
+#: be small; the stages in loops keep a slot per statement: megabytes).
+HEAP_SLOTS = 131072
 #: Runs of consecutive elements up to which a stage's changed elements are copied into the loop state
 #: run by run (each a ``memcpy`` the compiler writes as vector moves), not element by element
 #: through a table (a stage that changes many scattered elements).
 _MAX_RUNS = 32
 
 
-def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
+def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size, threshold):
     """The units of an iterative kernel (:class:`~sparsedyn.symbolic.loop.LoopProgram`): its pieces'
     scalar functions and a driver that runs the stages as their flags say, updating the loop state
     in place (after a stage ran, the elements it takes from others are moved within the loop state,
@@ -30,7 +40,8 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     results); ``batch`` gives ``sd_K_batch`` running the scalar
     driver state by state on OpenMP threads (states leave the loop after different numbers of
     iterations, so they are not packed into vector lanes); it checks no input values (it returns 2
-    when asked to: the caller checks them, then calls again)."""
+    when asked to: the caller checks them, then calls again).  A piece of ``threshold`` operations or
+    more is loops over tables (module docstring)."""
     nin, nout = _sizes(prog.input_shapes), _sizes(prog.output_shapes)
     nK, nS = prog.sizes
     xs = [f"x{k}" for k in range(len(nin))]
@@ -48,7 +59,8 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
         scatter.append(changed)
         moves.append(moved)
     for tag, p in [("init", prog.init)] + [(f"g{k}", p) for k, p in enumerate(stages)] + [("fin", prog.finish)]:
-        f, d, n = _functions(p, f"{cname}_{tag}", "double", _SCALAR_FNS, chunk)
+        f, d, n = (_loop_functions if _ops(p) >= threshold else _functions)(p, f"{cname}_{tag}", "double", _SCALAR_FNS,
+                                                                         chunk)
         funcs += f
         drivers.append(d)
         nws = max(nws, n)
@@ -61,10 +73,10 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
     body = [f"/* iterative kernel {cname}: {nst} stages, loop state {nS}, constants {nK}, workspace {nws} */",
             *drivers, *tables, *_driver(cname, xs, cases, nst, prog.cap),
             f"static void {cname}_run({pub})", "{",
-            f"  double K[{max(nK, 1)}], S[{max(nS, 1)}], T[{max(nS, 1)}], F[1], w[{nws}];",
+            f"  double K[{max(nK, 1)}], S[{max(nS, 1)}], T[{max(nS, 1)}], F[1];", *_workspace(nws, nout),
             f"  {cname}_init({X}K, S, w);",
             f"  {cname}_drive({X}K, S, T, F, w, 0, 0);",
-            f"  {cname}_fin({X}K, S, {', '.join(ys)}, w);", "}"]
+            f"  {cname}_fin({X}K, S, {', '.join(ys)}, w);", *(["  free(w);"] if nws > HEAP_SLOTS else []), "}"]
     sargs = ", ".join([f"x{k} + s * {n}" for k, n in enumerate(nin)] + [f"y{k} + s * {n}" for k, n in enumerate(nout)])
     omp = ["#ifdef _OPENMP",
            "  #pragma omp parallel for schedule(dynamic, 4) num_threads(nthreads > 0 ? nthreads : 1) "
@@ -84,6 +96,15 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size):
         body += [f"SD_EXPORT int sd_{cname}_batch(long n, {pub}, int nthreads, int check)", "{",
                  "  if (check) return 2;", *omp, "  return 1;", "}"]
     return _units(funcs, body, unit_size, head)
+
+
+def _workspace(nws, nout):
+    """The C declaring the workspace ``w`` of ``nws`` doubles: on the stack, or from the heap past
+    :data:`HEAP_SLOTS` (where that fails, the outputs ``nout`` (their sizes) are NaN)."""
+    if nws <= HEAP_SLOTS:
+        return [f"  double w[{nws}];"]
+    nan = "".join(f" for (long j = 0; j < {n}; j++) y{k}[j] = 0.0 / 0.0;" for k, n in enumerate(nout))
+    return [f"  double *w = (double *)aligned_alloc(64, {(8 * nws + 63) // 64 * 64});", f"  if (!w) {{{nan} return; }}"]
 
 
 def _driver(cname, xs, cases, nst, cap):

@@ -38,7 +38,7 @@ from .trace import as_kernel, trace
 __all__ = ["KernelSet", "KernelInfo", "model_fingerprint", "find_compiler_or_warn", "GENERATOR_VERSION"]
 
 #: Version of the code generator; part of every cache key.
-GENERATOR_VERSION = "15"
+GENERATOR_VERSION = "16"
 
 _warned_no_compiler = set()
 _source_hash = None

@@ -78,15 +78,16 @@ def _is_symbol(x):
 def _ids(g, X):
     """Node ids (int64, ``X``'s shape) of the entries of an object or number matrix ``X``: a symbol
     its node, a nonzero number a constant node, a structural zero ``-1``."""
-    out = np.full(X.shape, -1, dtype=np.int64)
-    for idx, x in np.ndenumerate(X):
-        if _is_symbol(x):
-            if x.g is not g:
+    out = []
+    for x in X.reshape(-1).tolist():            # a list, not np.ndenumerate: the contact step's blocks hold millions
+        xg = getattr(x, "g", None)
+        if xg is not None and hasattr(x, "i"):
+            if xg is not g:
                 raise ValueError("matmul: an operand holds a symbol of another trace")
-            out[idx] = x.i
-        elif x != 0:
-            out[idx] = g.const(float(x))
-    return out
+            out.append(x.i)
+        else:
+            out.append(g.const(float(x)) if x != 0 else -1)
+    return np.array(out, dtype=np.int64).reshape(X.shape)
 
 
 def pairs(A, B) -> np.ndarray:

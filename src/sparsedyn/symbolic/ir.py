@@ -293,10 +293,9 @@ class Graph:
         blocks = {b: k for k, b in enumerate(sorted(blocks))}
         new = {}
         prog, phases = [], []
-        for i, n in enumerate(nodes):
-            if not live[i]:
-                continue
-            op, x, y = n
+        # the live nodes alone, in order: an iterative kernel's pieces share one graph, each a part of it
+        for i in np.flatnonzero(np.frombuffer(live, dtype=np.uint8)).tolist():
+            op, x, y = nodes[i]
             if op == MATMUL:
                 x = blocks[x]
             elif op > CONST:
