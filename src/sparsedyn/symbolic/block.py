@@ -79,7 +79,7 @@ def _ids(g, X):
     """Node ids (int64, ``X``'s shape) of the entries of an object or number matrix ``X``: a symbol
     its node, a nonzero number a constant node, a structural zero ``-1``."""
     out = []
-    for x in X.reshape(-1).tolist():            # a list, not np.ndenumerate: the contact step's blocks hold millions
+    for x in X.reshape(-1).tolist():            # a flat list: np.ndenumerate's index tuples cost more
         xg = getattr(x, "g", None)
         if xg is not None and hasattr(x, "i"):
             if xg is not g:
