@@ -80,7 +80,7 @@ from importlib import resources
 from ..symbolic.ir import ATAN2, COPYSIGN, COS, SIN, SQRT, Program, paused_gc
 from ..symbolic.loop import LoopProgram
 from .emit_batch import _batch_entry, _rows_function
-from .emit_common import _ops, _sizes, _units
+from .emit_common import _ops, _sizes, _units, _workspace
 from .emit_iterative import _emit_loop
 from .emit_iterative_vec import vector_loop_fits
 from .emit_loops import _loop_functions, statement_shapes
@@ -224,16 +224,8 @@ def _emit_program(prog, cname, variant, chunk, unit_size, checks):
     if variant == "single":
         funcs, drv, nws = gen(prog, f"{cname}_s", "double", {SIN: "sin", COS: "cos", SQRT: "sqrt", ATAN2: "atan2",
                                                               COPYSIGN: "copysign"}, chunk)
-        def workspace(indent, at, leave):
-            if nws <= _STACK_SLOTS:
-                return [f"{indent}double w[{nws}];"], []
-            # a large workspace lives on the heap (threads have small stacks); without it: NaN results
-            nan = "".join(f" for (long j = 0; j < {n}; j++) y{k}[{at}{n} + j] = 0.0 / 0.0;"
-                          for k, n in enumerate(nout))
-            return [f"{indent}double *w = (double *)aligned_alloc(64, {(8 * nws + 63) // 64 * 64});",
-                    f"{indent}if (!w) {{{nan} {leave}; }}"], [f"{indent}free(w);"]
-        alloc1, free1 = workspace("  ", "0 * ", "return")
-        alloc2, free2 = workspace("    ", "s * ", "continue")
+        alloc1, free1 = _workspace(nws, nout, _STACK_SLOTS)
+        alloc2, free2 = _workspace(nws, nout, _STACK_SLOTS, "    ", "s * ", "continue")
         tail = [f"/* kernel {cname}: {len(prog.nodes)} IR nodes, workspace {nws} */", drv,
                 f"SD_EXPORT void sd_{cname}({pub})", "{", *alloc1,
                 f"  {cname}_s({', '.join(xs + ys)}, w);", *free1, "}",

@@ -13,6 +13,17 @@ def _ops(prog) -> int:
     return sum(1 for op, _, _ in prog.nodes if CONST < op != MATMUL)
 
 
+def _workspace(nws, nout, stack_slots, indent="  ", at="0 * ", leave="return"):
+    """``(declaration, release)``: C lines of the workspace ``w`` of ``nws`` doubles, on the stack up to
+    ``stack_slots``, else from the heap (threads have small stacks), where a failed allocation makes the
+    outputs (sizes ``nout``; state ``at``, e.g. ``"s * "``) NaN and ends with ``leave``."""
+    if nws <= stack_slots:
+        return [f"{indent}double w[{nws}];"], []
+    nan = "".join(f" for (long j = 0; j < {n}; j++) y{k}[{at}{n} + j] = 0.0 / 0.0;" for k, n in enumerate(nout))
+    return [f"{indent}double *w = (double *)aligned_alloc(64, {(8 * nws + 63) // 64 * 64});",
+            f"{indent}if (!w) {{{nan} {leave}; }}"], [f"{indent}free(w);"]
+
+
 def _lit(v: float) -> str:
     v = float(v)
     if v != v or v in (float("inf"), float("-inf")):

@@ -14,7 +14,7 @@ import dataclasses
 
 from ..symbolic.ir import INPUT
 from ..symbolic.loop import LoopProgram
-from .emit_common import _SCALAR_FNS, _ops, _sizes, _units
+from .emit_common import _SCALAR_FNS, _ops, _sizes, _units, _workspace
 from .emit_iterative_vec import HEAD as VECTOR_HEAD, vector_loop, vector_loop_entry, vector_loop_fits
 from .emit_loops import _loop_functions
 from .emit_unrolled import _functions
@@ -70,13 +70,14 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size, threshold):
               for k, c in enumerate(scatter) if len(_copy_runs(c)) > _MAX_RUNS]
     cases = " ".join(f"case {k}: {cname}_g{k}({X}K, S, T, F, w); {_move(mv)}{_scatter(c, f'{cname}_c{k}')} break;"
                      for k, (c, mv) in enumerate(zip(scatter, moves)))
+    alloc, release = _workspace(nws, nout, HEAP_SLOTS)
     body = [f"/* iterative kernel {cname}: {nst} stages, loop state {nS}, constants {nK}, workspace {nws} */",
             *drivers, *tables, *_driver(cname, xs, cases, nst, prog.cap),
             f"static void {cname}_run({pub})", "{",
-            f"  double K[{max(nK, 1)}], S[{max(nS, 1)}], T[{max(nS, 1)}], F[1];", *_workspace(nws, nout),
+            f"  double K[{max(nK, 1)}], S[{max(nS, 1)}], T[{max(nS, 1)}], F[1];", *alloc,
             f"  {cname}_init({X}K, S, w);",
             f"  {cname}_drive({X}K, S, T, F, w, 0, 0);",
-            f"  {cname}_fin({X}K, S, {', '.join(ys)}, w);", *(["  free(w);"] if nws > HEAP_SLOTS else []), "}"]
+            f"  {cname}_fin({X}K, S, {', '.join(ys)}, w);", *release, "}"]
     sargs = ", ".join([f"x{k} + s * {n}" for k, n in enumerate(nin)] + [f"y{k} + s * {n}" for k, n in enumerate(nout)])
     omp = ["#ifdef _OPENMP",
            "  #pragma omp parallel for schedule(dynamic, 4) num_threads(nthreads > 0 ? nthreads : 1) "
@@ -96,15 +97,6 @@ def _emit_loop(prog: LoopProgram, cname, variant, chunk, unit_size, threshold):
         body += [f"SD_EXPORT int sd_{cname}_batch(long n, {pub}, int nthreads, int check)", "{",
                  "  if (check) return 2;", *omp, "  return 1;", "}"]
     return _units(funcs, body, unit_size, head)
-
-
-def _workspace(nws, nout):
-    """The C declaring the workspace ``w`` of ``nws`` doubles: on the stack, or from the heap past
-    :data:`HEAP_SLOTS` (where that fails, the outputs ``nout`` (their sizes) are NaN)."""
-    if nws <= HEAP_SLOTS:
-        return [f"  double w[{nws}];"]
-    nan = "".join(f" for (long j = 0; j < {n}; j++) y{k}[j] = 0.0 / 0.0;" for k, n in enumerate(nout))
-    return [f"  double *w = (double *)aligned_alloc(64, {(8 * nws + 63) // 64 * 64});", f"  if (!w) {{{nan} return; }}"]
 
 
 def _driver(cname, xs, cases, nst, cap):
