@@ -12,7 +12,9 @@ import sparsedyn as sd
 from conftest import EPS, rounding_bound
 from sparsedyn.contact import friction_polish as fp
 from sparsedyn.contact.friction import ContactStepWarning
-from sparsedyn.contact.polish_guess import (NEAR, NULL, PAIR, SLIP_ERROR, SWAP_SHARE, answer_closing_guess,
+from sparsedyn.contact.friction_problem import ADMM_BUDGET
+from sparsedyn.interop import example_robot_data_dir
+from sparsedyn.contact.polish_guess import (ALONG, NEAR, NULL, PAIR, SLIP_ERROR, SWAP_SHARE, answer_closing_guess,
                                             closing_guess, merge_guess, squeeze_guess, sticking_guess, swap_guess)
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
@@ -392,23 +394,67 @@ def test_a_quadruped_standing_on_two_points_a_foot_is_solved_warm_started(backen
 
 def test_a_sliding_answer_moving_along_its_friction_is_guessed_sticking():
     """:func:`~sparsedyn.contact.polish_guess.sticking_guess`: a contact on its cone's circle whose velocity
-    has a component along its friction (Coulomb's law wants it opposite) is moved inside the cone by
-    ``2 STICK`` (read sticking by :func:`~sparsedyn.contact.friction_polish.modes`); one whose velocity
-    opposes its friction, one inside its cone and an open one are kept bit for bit; and the first too
-    where its speed along the friction, ``u_t . lambda_t / |lambda_t| = 0.02`` m/s by hand, is below the
-    answer's error ``err``.  A contact past its circle (Newton's next iterate: ``|lambda_t| = 1.1 mu
-    lambda_n``) moving along its friction is guessed sticking too: its friction's size ``(1 - 2 STICK) mu
-    lambda_n``."""
-    mu = np.full(5, 0.5)
-    Z = np.array([[0.3, 0.4, 1.0], [0.3, 0.4, 1.0], [0.1, 0.0, 1.0], [0.0, 0.0, 0.0], [0.33, 0.44, 1.0]])
-    u = np.array([[0.1, -0.05, 0.0], [-0.3, -0.4, 0.0], [0.2, 0.0, 0.0], [1.0, 0.0, 0.5], [0.1, -0.05, 0.0]])
-    assert np.array_equal(sticking_guess(Z, u, mu, 0.021, fp.STICK), Z)
-    out = sticking_guess(Z, u, mu, 0.019, fp.STICK)
-    assert np.array_equal(out[1:4], Z[1:4]) and out[0, 2] == Z[0, 2] and out[4, 2] == Z[4, 2]
+    moves along its friction (Coulomb's law wants it opposite), within 60 degrees of it (:data:`ALONG`), is moved
+    inside the cone by ``2 STICK`` (read sticking by :func:`~sparsedyn.contact.friction_polish.modes`); one whose
+    velocity opposes its friction, one inside its cone, an open one and one whose slip is nearly across its friction
+    (80 degrees: ``u_t . lambda_t / |lambda_t| = 0.02`` of a speed of 0.112 m/s, by hand) are kept bit for bit; and
+    the first too where its speed along the friction, ``0.14`` m/s by hand, is below the answer's error ``err``.  A
+    contact past its circle (Newton's next iterate: ``|lambda_t| = 1.1 mu lambda_n``) moving along its friction is
+    guessed sticking too: its friction's size ``(1 - 2 STICK) mu lambda_n``."""
+    mu = np.full(6, 0.5)
+    Z = np.array([[0.3, 0.4, 1.0], [0.3, 0.4, 1.0], [0.1, 0.0, 1.0], [0.0, 0.0, 0.0], [0.33, 0.44, 1.0],
+                  [0.3, 0.4, 1.0]])
+    u = np.array([[0.1, 0.1, 0.0], [-0.3, -0.4, 0.0], [0.2, 0.0, 0.0], [1.0, 0.0, 0.5], [0.1, 0.1, 0.0],
+                  [0.1, -0.05, 0.0]])
+    assert ALONG == 0.5
+    assert np.array_equal(sticking_guess(Z, u, mu, 0.141, fp.STICK), Z)
+    out = sticking_guess(Z, u, mu, 0.139, fp.STICK)
+    assert np.array_equal(out[1:4], Z[1:4]) and np.array_equal(out[5], Z[5])
+    assert out[0, 2] == Z[0, 2] and out[4, 2] == Z[4, 2]
     assert np.allclose(out[0, :2], Z[0, :2] * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
     assert np.allclose(out[4, :2], np.array([0.6, 0.8]) * 0.5 * (1.0 - 2.0 * fp.STICK), rtol=0, atol=4 * EPS)
-    _, stick, slide, _ = fp.modes(out, mu, np.ones(5))
-    assert list(stick) == [1, 0, 1, 0, 1] and list(slide) == [0, 1, 0, 0, 0]
+    assert np.array_equal(sticking_guess(Z[5:], u[5:], mu[5:], 0.0, fp.STICK), Z[5:])     # across: kept at any error
+    _, stick, slide, _ = fp.modes(out, mu, np.ones(6))
+    assert list(stick) == [1, 0, 1, 0, 1, 0] and list(slide) == [0, 1, 0, 0, 0, 1]
+
+
+#: alex (example-robot-data's ``alex_nub_hands.urdf``) dropped limp onto a floor, lying on its grippers and its
+#: nubs: step 86 of ``benchmarks/drop_robots.py``'s rollout, ``(q, v)``.
+ALEX_LYING = ([-0.005509183341599879, 0.00045480264688129064, 0.09372467412062348, 0.0033767382972515743,
+               0.020497781339735857, 0.0012843478616524325, 0.9997833710605469, -0.0023453603978982824,
+               -0.00928589389503417, -0.0639003973649914, -0.08080118495889078, 0.007078334175315793,
+               0.10830270135726476, 0.1662134174769777, -0.18823285770606843, 0.03768348838433066,
+               0.1330475590503913, -0.006716357541473157, 0.28061111736786826, -0.06642454755617848,
+               -0.0022602756766020955, -0.09130804736710918, 0.1423204886280094, -0.11272620205287429,
+               0.02838035789153248, 0.16080313167265753],
+              [0.2229286092643753, 1.3692959370451387, 0.0866669340060544, -0.18146479641574456,
+               0.014548325985354698, -0.14276494514840646, -0.08519968832845226, -0.3050029750561076,
+               -2.147922689506821, -2.7435663834357706, 0.44565633219264444, 4.027374263410835, 5.702382415522155,
+               -7.799433569004011, 0.37662793585223603, 5.827288047701982, -0.22793559267079083, 9.678014654889529,
+               -2.2383534649608157, -0.225792741776699, -3.568821626928355, 4.804631742087449, -4.302374265415351,
+               -0.2680872242596377, 6.4069625871681195])
+
+
+def test_a_slip_across_its_friction_is_left_to_newtons_steps():
+    """alex lying on its grippers and nubs (:data:`ALEX_LYING`, cold, the floor alone): five contacts, two of them
+    on the nubs, whose light links make ``G``'s diagonal a thousand times the grippers'.  The solution has the right
+    nub's contact sliding at 1.6e-6 m/s with its friction on its cone's edge.  Newton's steps towards it pass
+    through answers whose slip there is 0.014 m/s at 88 degrees from the friction, moving slightly along it; read
+    as friction the contact does not need, each was guessed sticking, whose answer put the friction outside the
+    cone, and the rounds cycled between the two (3,023 iterations, past ADMM's budget).  Within 60 degrees only
+    (:data:`ALONG`), the round's Newton steps reach the solution: the step ends within the budget at Coulomb's law
+    to its tolerance (no :class:`~sparsedyn.ContactStepWarning`), the nub sliding.  The NumPy road: the same stages
+    as the compiled kernel's, without a build of alex's."""
+    root = example_robot_data_dir()
+    model = sd.load_urdf(root / "alex_description/urdf/alex_nub_hands.urdf", floating_base=True, geometry=True,
+                         package_dirs=[root])
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")], self_collision=False)
+    q, v = ALEX_LYING
+    with sd.use_backend("numpy"), warnings.catch_warnings():
+        warnings.simplefilter("error", ContactStepWarning)
+        s = sd.contact_step(model, q, v, np.zeros(model.nv), scene, 2e-3)
+    assert s.iterations < ADMM_BUDGET, s.iterations
+    assert list(s.modes) == ["stick", "slide", "stick", "open", "slide"]
 
 
 def _rigid_delassus(points):

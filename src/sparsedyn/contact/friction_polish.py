@@ -70,9 +70,9 @@ above the stopping test's velocity tolerance through the solves: a redundant set
 meets, a box's four corners with one touching and the others speculative) runs off along ``G``'s null space, making
 a diagonal pair of corners negative: its answer is taken only as far as the first closed contact that opens
 (:func:`_ratio_test`), not to the end, which opens both.  And an answer's sliding contact whose velocity moves along
-its friction (Coulomb's law wants it opposite) is guessed sticking for the next step
-(:func:`~sparsedyn.contact.polish_guess.sticking_guess`): the answer's projection puts a sliding contact back on its
-cone's circle, so without it no sliding contact would ever stick again.
+its friction (Coulomb's law wants it opposite; within 60 degrees: across it, Newton's next step turns the direction)
+is guessed sticking for the next step (:func:`~sparsedyn.contact.polish_guess.sticking_guess`): the answer's projection
+puts a sliding contact back on its cone's circle, so without it no sliding contact would ever stick again.
 
 Along ``G``'s null space the regularisation amplifies rounding by ``1 / EPS``: the impulses of a redundant set carry
 rounding of about ``1e-8`` relative there (two evaluations that round differently differ by that much; ``v+`` and the

@@ -319,19 +319,27 @@ def merge_guess(G, Z, active, open_fraction, opposed=None):
     return Z
 
 
+#: A contact on its cone's circle is guessed sticking (:func:`sticking_guess`) only where its slip moves along its
+#: friction at more than ``ALONG`` of its speed (within 60 degrees of it): a slip nearly across the friction is a
+#: sliding direction that Newton's next step turns, not friction that the contact does not need.
+ALONG = 0.5
+
+
 def sticking_guess(Z, u, mu, err, stick):
     """The answer ``Z`` (nc, 3) with each contact on or past its cone's boundary (Newton's next
     iterate, :func:`~sparsedyn.contact.friction_polish.polish`: past it by the second order of its
     turn) whose velocity ``u`` (nc, 3) moves along its friction (``u_t . lambda_t > 0``, which Coulomb's
     law forbids a sliding contact) faster than ``err`` [m/s], the answer's own error (its closed
-    contacts' largest normal velocity, which its modes ask to be zero), guessed sticking: its
-    friction's size set to ``1 - 2 stick`` of the cone's radius (``stick`` the polish's ``STICK``, so
-    that :func:`~sparsedyn.contact.friction_polish.modes` reads it sticking).  Below that error the
-    sign is the Newton step's, not the slip's (talos fallen onto a box: slips of 1e-5 m/s beside
-    answers off by 1e-4).  ``mu`` (nc,).  Traced values or floats."""
+    contacts' largest normal velocity, which its modes ask to be zero), and at more than :data:`ALONG`
+    of its slip's speed (a slip nearly across the friction is a direction Newton's next step turns),
+    guessed sticking: its friction's size set to ``1 - 2 stick`` of the cone's radius (``stick`` the
+    polish's ``STICK``, so that :func:`~sparsedyn.contact.friction_polish.modes` reads it sticking).
+    Below that error the sign is the Newton step's, not the slip's (talos fallen onto a box: slips of
+    1e-5 m/s beside answers off by 1e-4).  ``mu`` (nc,).  Traced values or floats."""
     t, n = Z[:, :2], Z[:, 2]
     edge = _step(_norms(t) - (1.0 - stick) * mu * n) * _step(n - _TINY)
-    along = _step((u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1]) / (_norms(t) + _TINY) - err)
+    a = (u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1]) / (_norms(t) + _TINY)
+    along = _step(a - err) * _step(a - ALONG * _norms(u[:, :2]))
     f = 1.0 + edge * along * ((1.0 - 2.0 * stick) * mu * n / (_norms(t) + _TINY) - 1.0)
     return np.concatenate([t * f[:, None], n[:, None]], 1)
 
