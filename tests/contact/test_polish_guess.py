@@ -13,9 +13,9 @@ from conftest import EPS, rounding_bound
 from sparsedyn.contact import friction_polish as fp
 from sparsedyn.contact.friction import ContactStepWarning
 from sparsedyn.contact.friction_problem import ADMM_BUDGET
-from sparsedyn.interop import example_robot_data_dir
 from sparsedyn.contact.polish_guess import (ALONG, NEAR, NULL, PAIR, SLIP_ERROR, SWAP_SHARE, answer_closing_guess,
                                             closing_guess, merge_guess, squeeze_guess, sticking_guess, swap_guess)
+from sparsedyn.interop import example_robot_data_dir
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
 from test_friction_polish import _coulomb, box_polish_stage, polish_run
