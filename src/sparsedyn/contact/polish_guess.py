@@ -337,10 +337,11 @@ def sticking_guess(Z, u, mu, err, stick):
     Below that error the sign is the Newton step's, not the slip's (talos fallen onto a box: slips of
     1e-5 m/s beside answers off by 1e-4).  ``mu`` (nc,).  Traced values or floats."""
     t, n = Z[:, :2], Z[:, 2]
-    edge = _step(_norms(t) - (1.0 - stick) * mu * n) * _step(n - _TINY)
-    a = (u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1]) / (_norms(t) + _TINY)
+    r = _norms(t)
+    edge = _step(r - (1.0 - stick) * mu * n) * _step(n - _TINY)
+    a = (u[:, 0] * t[:, 0] + u[:, 1] * t[:, 1]) / (r + _TINY)
     along = _step(a - err) * _step(a - ALONG * _norms(u[:, :2]))
-    f = 1.0 + edge * along * ((1.0 - 2.0 * stick) * mu * n / (_norms(t) + _TINY) - 1.0)
+    f = 1.0 + edge * along * ((1.0 - 2.0 * stick) * mu * n / (r + _TINY) - 1.0)
     return np.concatenate([t * f[:, None], n[:, None]], 1)
 
 

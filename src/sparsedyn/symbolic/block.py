@@ -80,9 +80,8 @@ def _ids(g, X):
     its node, a nonzero number a constant node, a structural zero ``-1``."""
     out = []
     for x in X.reshape(-1).tolist():            # a flat list: np.ndenumerate's index tuples cost more
-        xg = getattr(x, "g", None)
-        if xg is not None and hasattr(x, "i"):
-            if xg is not g:
+        if _is_symbol(x):
+            if x.g is not g:
                 raise ValueError("matmul: an operand holds a symbol of another trace")
             out.append(x.i)
         else:
