@@ -33,6 +33,11 @@ ROBOTS = {
     "alex": ("alex_description/urdf/alex_nub_hands.urdf", "alex_description/srdf/alex_nub_hands.srdf"),
     "centauro": ("centauro_description/urdf/centauro.urdf", "centauro_description/srdf/centauro.srdf"),
     "g1": ("g1_description/urdf/g1_29dof_rev_1_0.urdf", None),
+    "icub_reduced": ("icub_description/robots/icub_reduced.urdf", "icub_description/srdf/icub.srdf"),
+    "romeo_small": ("romeo_description/urdf/romeo_small.urdf", "romeo_description/srdf/romeo_small.srdf"),
+    "hyq": ("hyq_description/robots/hyq_no_sensors.urdf", "hyq_description/srdf/hyq.srdf"),
+    "go1": ("go1_description/urdf/go1.urdf", "go1_description/srdf/go1.srdf"),
+    "bolt": ("bolt_description/robots/bolt.urdf", "bolt_description/srdf/bolt.srdf"),
 }
 #: iterations beyond which a step ran past ADMM's budget into Gauss-Seidel's sweeps
 CAPPED = 1000

@@ -19,6 +19,8 @@ import sparsedyn as sd
 from sparsedyn.codegen import native
 from sparsedyn.contact import scene_batch, scene_data
 from sparsedyn.contact.collision_kernel import kernel_plan
+from sparsedyn.contact.collision import collide_within
+from sparsedyn.contact.look_ahead import STEP_CAPACITY, pair_cutoffs
 from conftest import dm_control_humanoid
 from test_collision_kernel import _bound
 from test_collision_near import _as_near
@@ -117,6 +119,37 @@ def test_robot_meshes_on_a_floor_take_this_road_with_the_contact_objects_data(na
         q[2] = rng.uniform(0.0, 0.35)
         states.append((q, 0.3 * rng.standard_normal(model.nv)))
     assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 20
+
+
+def test_robot_meshes_against_each_other_take_this_road_with_the_contact_objects_data(native_backend, monkeypatch):
+    """solo12 with self-collision on a floor: its meshes' hulls against each other (coal's closest pair
+    of each pair, no closed form in the kernel: ``hull_pairs``) beside its meshes on the floor.  A
+    state's data come with no Contact object and equal those laid out from Contact objects, at the
+    margin and with each pair's look-ahead; some states' contacts are of two robot shapes."""
+    import warnings
+    from erd import robots_dir
+    from sparsedyn.contact.hull_pairs import hull_pairs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(robots_dir() / "solo_description" / "robots" / "solo12.urdf", floating_base=True,
+                             geometry=True)
+        fast, slow = (sd.Scene(model, world=[sd.Shape("plane", name="floor")], margin=0.01) for _ in range(2))
+    mixed = scene_data._mixed_plan(fast)[0]
+    robot = [k for k, (_, j) in enumerate(fast.index.tolist()) if fast.shapes[j].body >= 0]    # (b a robot shape)
+    assert np.array_equal(mixed.hulls, robot) and np.array_equal(hull_pairs(fast, robot), robot) and len(robot) > 50
+    rng = np.random.default_rng(12)
+    states = []
+    for _ in range(60):
+        q = model.random_configuration(rng)
+        q[2] = rng.uniform(0.1, 0.45)
+        v = 0.3 * rng.standard_normal(model.nv)
+        # (no more contacts than a step keeps: the oracle's hits, collide's, keep them all)
+        if len(collide_within(slow, q, pair_cutoffs(slow, q, v, 1e-3)).pair) <= STEP_CAPACITY:
+            states.append((q, v))
+    assert len(states) >= 25
+    assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 20
+    selves = [np.isin(scene_data.scene_slot_data(fast, q)[0], robot).sum() for q, _ in states]
+    assert sum(x > 0 for x in selves) >= 10
 
 
 def _as_contact_objects_data(fast, slow, states, monkeypatch):

@@ -61,7 +61,8 @@ from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corn
                            sphere_capsule, sphere_plane, sphere_sphere)
 from .box_box_native import box_box_pairs, box_box_plan
 from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
-                             _coal_geometry, _hull_convex, _hull_vertices, flat_mesh, mesh_vertices)
+                             _coal_geometry, _hull_convex, _hull_vertices, closest_pair, convex_geometry, flat_mesh,
+                             mesh_vertices)
 from .collision_kernel import kernel_plan
 from .collision_near import near_call, near_rows
 from .collision_hfield import hfield_pairs
@@ -448,14 +449,6 @@ def _mesh_box_pairs(scene, ks, R, p, cutoff, bounded=False):
     return (ks[near].take(g), d, np.where(swap, wb, wa), np.where(swap, wa, wb), np.where(swap, -nn, nn)), False
 
 
-def _convex_geometry(scene, k):
-    """The coal object that shape ``k`` collides as: a mesh's convex hull (a flat mesh, which has none,
-    its triangles), any other shape's own (:func:`~sparsedyn.contact.collision_coal._coal_geometry`)."""
-    if scene.shapes[k].kind == "mesh" and not flat_mesh(scene, k):
-        return _hull_convex(scene, k)
-    return _coal_geometry(scene, k)
-
-
 def _transform(scene, coal, k, R, p):
     """coal's placement of shape ``k`` at ``(R[k], p[k])``; a world shape's made once (kept by the scene)."""
     if scene.shapes[k].body >= 0:
@@ -520,7 +513,8 @@ def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
     they overlap) for the closest pair (two boxes, a capsule and a box, a sphere and a cylinder: closed forms, :data:`CLOSEST`), and for a box
     the closed-form hits of the features that rest on a face (:data:`FEATURES`).  A mesh is its convex hull
-    (:func:`_convex_geometry`), as on a plane or a world box, and as MuJoCo collides a mesh: two meshes' triangle
+    (:func:`~sparsedyn.contact.collision_coal.convex_geometry`), as on a plane or a world box, and as MuJoCo
+    collides a mesh: two meshes' triangle
     surfaces have no signed distance once they cross, and coal's depths of crossing triangles (its ``collide``)
     moved by centimetres between neighbouring configurations, so a step pushed robots' links into each other.
     A flat mesh (no hull) is a BVH of triangles: ``collide`` with the margin as coal's security margin, up to
@@ -544,7 +538,7 @@ def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
     tf = {i: coal.Transform3s(R[i], p[i]) for i in np.unique(scene.index[ks]).tolist()}     # the pairs' shapes
     for k in ks:
         i, j = scene.index[k]
-        gi, gj = _convex_geometry(scene, i), _convex_geometry(scene, j)
+        gi, gj = convex_geometry(scene, i), convex_geometry(scene, j)
         if isinstance(gi, coal.BVHModelBase) or isinstance(gj, coal.BVHModelBase):
             # a BVH's distance query is slow (milliseconds): collide within the margin instead
             creq = coal.CollisionRequest()
@@ -556,12 +550,13 @@ def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
             if got:                                # the contacts touching with the deepest (reduction's rule)
                 top = max(min(c[3] for c in got), 0.0) + float(patch_depth(own, scene.margin))
                 got = [c for c in got if c[3] <= top]
+            got = [(np.array(w1, float), np.array(w2, float), -np.array(nc, float), d) for w1, w2, nc, d in got]
         else:
-            d, dres = _coal_distance(coal, gi, tf[i], gj, tf[j], scene.shapes[i].name, scene.shapes[j].name)
-            got = [(dres.getNearestPoint1(), dres.getNearestPoint2(), dres.normal, d)] if d < margin else []
+            d, w1, w2, n = closest_pair(scene, coal, k, tf[i], tf[j])
+            got = [(w1, w2, n, d)] if d < margin else []
             near += [k] if got else []
-        for w1, w2, nc, d in got:
-            blocks.append((k, d, np.array(w1, float), np.array(w2, float), -np.array(nc, float)))
+        for w1, w2, n, d in got:
+            blocks.append((k, d, w1, w2, n))
     extra = []
     for key in FEATURES:
         for order in {key, key[::-1]}:             # one call per order of the pair's kinds

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..model.topology import model_store
 
-__all__ = ["mesh_vertices", "flat_mesh", "SAME_POINT", "COAL_TOLERANCE", "SAME_DEPTH", "FLAT"]
+__all__ = ["mesh_vertices", "flat_mesh", "convex_geometry", "closest_pair", "SAME_POINT", "COAL_TOLERANCE", "SAME_DEPTH",
+           "FLAT"]
 
 #: Hits of one pair whose witness points on ``a`` round to the same multiple of this [m] are one hit.
 SAME_POINT = 1e-7
@@ -162,6 +163,25 @@ def _coal_distance(coal, gi, Ti, gj, Tj, name_i, name_j):
             return d, res
     raise RuntimeError(f"collide: coal's distance failed between shapes {name_i!r} and {name_j!r} "
                        f"(GJK/EPA did not converge)")
+
+
+def convex_geometry(scene, k):
+    """The coal object that shape ``k`` collides as: a mesh's convex hull (a flat mesh, which has none,
+    its triangles), any other shape's own (:func:`_coal_geometry`)."""
+    if scene.shapes[k].kind == "mesh" and not flat_mesh(scene, k):
+        return _hull_convex(scene, k)
+    return _coal_geometry(scene, k)
+
+
+def closest_pair(scene, coal, k, Ti, Tj):
+    """``(d, w_a, w_b, n)`` of scene pair ``k``, two convex shapes (:func:`convex_geometry`) placed at
+    coal's transforms ``Ti`` and ``Tj``: the signed distance (:func:`_coal_distance`), the witness
+    points on ``a`` and ``b`` (world, (3,)) and the unit normal from ``b`` towards ``a``."""
+    i, j = scene.index[k]
+    d, res = _coal_distance(coal, convex_geometry(scene, i), Ti, convex_geometry(scene, j), Tj, scene.shapes[i].name,
+                            scene.shapes[j].name)
+    return d, np.array(res.getNearestPoint1(), float), np.array(res.getNearestPoint2(), float), \
+        -np.array(res.normal, float)
 
 
 def _coal():

@@ -27,6 +27,7 @@ from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, near_rows
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
+from .hull_pairs import hull_pairs, hull_rows
 from .look_ahead import STEP_CAPACITY, body_reach, capacity_mask, cutoffs_and_spins, pair_cutoffs, pair_spins
 from .mesh_box_step import mesh_box_rows, mesh_box_step_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_rows, mesh_plane_step_rows
@@ -95,19 +96,22 @@ class _Mixed:
     rows per mesh-plane pair, then as many per mesh-box pair (``pair``: the scene pair of each;
     ``kernel``: the kernel plan; ``mesh``: the mesh-plane pairs' constants, :func:`_mesh_plan`, or
     None; ``boxes``: the mesh-box pairs (B,); ``others``: robot-world pairs of no rows, refused where
-    near, :func:`~sparsedyn.contact.mesh_box_step.mesh_box_step_rows`)."""
+    near, :func:`~sparsedyn.contact.mesh_box_step.mesh_box_step_rows`), then one row per pair of two
+    robot shapes that coal measures (``hulls`` (H,): :func:`~sparsedyn.contact.hull_pairs.hull_pairs`)."""
 
-    def __init__(self, kernel, mesh, boxes=np.zeros(0, int), bb=None, others=np.zeros(0, int)):
+    def __init__(self, kernel, mesh, boxes=np.zeros(0, int), bb=None, others=np.zeros(0, int), hulls=np.zeros(0, int)):
         self.kernel, self.mesh, self.boxes, self.bb, self.others = kernel, mesh, boxes, bb, others
+        self.hulls = hulls
         per = [np.repeat(mesh["pairs"], MAX_PATCH_POINTS)] if mesh is not None else []
         per.append(np.repeat(boxes, MAX_PATCH_POINTS))
         if bb is not None:                                 # then box_box_native.ROWS per pair of two boxes
             per.append(np.repeat(bb.pair, ROWS))
+        per.append(hulls)
         self.pair = np.concatenate(([kernel.pair] if kernel.pairs else []) + per)
-        # with pairs of two boxes or meshes on boxes, the rows by pair (collide's order of the hits: a step's
-        # contacts are then in the order of the NumPy road's); None: as they are
+        # with pairs of two boxes, meshes on boxes or coal's pairs, the rows by pair (collide's order of the
+        # hits: a step's contacts are then in the order of the NumPy road's); None: as they are
         self.order = None
-        if bb is not None or len(boxes):
+        if bb is not None or len(boxes) or len(hulls):
             order = np.argsort(self.pair, kind="stable")
             if not np.array_equal(order, np.arange(len(order))):
                 self.order, self.pair = order, self.pair[order]
@@ -115,8 +119,9 @@ class _Mixed:
 
 def _mixed_plan(scene):
     """:func:`_plan`'s tuple for a scene whose pairs the kernel leaves out are all robot meshes on
-    world planes (their rows: :func:`mesh_plane_rows`), on world boxes (:func:`mesh_box_rows`) or
-    pairs of two boxes (:func:`box_box_rows`, where the native routine is built), its
+    world planes (their rows: :func:`mesh_plane_rows`), on world boxes (:func:`mesh_box_rows`),
+    pairs of two boxes (:func:`box_box_rows`, where the native routine is built) or of two convex
+    robot shapes that coal measures (self-collision: :func:`~sparsedyn.contact.hull_pairs.hull_rows`), its
     first entry a :class:`_Mixed` (with mesh-box pairs, robot-world pairs of no rows too: refused
     where near); None where another pair is left out or a touching body has no frame."""
     key = "slot data plan, meshes on planes"
@@ -128,11 +133,15 @@ def _mixed_plan(scene):
         rest = np.setdiff1d(ks, boxes if bb is None else np.concatenate([boxes, bb.pair]))
         planes = rest[_robot_meshes_on(scene, rest, "plane")]
         others = np.setdiff1d(rest, planes)                # (a cylinder on a world box: refused where near)
+        hulls = hull_pairs(scene, others)                 # (of two robot shapes: a world shape's keep their road)
+        hulls = hulls[np.array([scene.shapes[j].body >= 0 for j in scene.index[hulls, 1].tolist()], bool)]
+        others = np.setdiff1d(others, hulls)
         mesh = _mesh_plan(scene, planes) if len(planes) else None
         plan = None
         world = all(min(scene.shapes[i].body, scene.shapes[j].body) < 0 for i, j in scene.index[others].tolist())
-        if (mesh is not None or len(boxes) or bb is not None) and (not len(others) or (len(boxes) and world)):
-            mixed = _Mixed(kp, mesh, boxes, bb, others)
+        if (mesh is not None or len(boxes) or bb is not None or len(hulls)) and \
+                (not len(others) or (len(boxes) and world)):
+            mixed = _Mixed(kp, mesh, boxes, bb, others, hulls)
             plan = _keyed(scene, kp, mixed.pair)
             plan = None if plan is None else (mixed,) + plan[1:]
         scene.cache[key] = plan
@@ -388,7 +397,7 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`, and the patches' allowances from each pair's
     rotation, :func:`~sparsedyn.contact.look_ahead.pair_spins`; neither: the margin).  A batch ``q``
     (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
-    mesh-plane rows of all states at once (the mesh-box pairs' state by state).  None where a pair of
+    mesh-plane rows of all states at once (the mesh-box pairs' and coal's state by state).  None where a pair of
     no rows (``mixed.others``) may touch."""
     kp, mesh = mixed.kernel, mixed.mesh
     got = cutoff is None and ahead is not None and (box_box_step_rows(scene, mixed, box_box_poses, q, *ahead) or
@@ -412,7 +421,7 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
         scene, mesh, q, cut[..., mesh["pairs"]], None if spin is None else spin[..., mesh["pairs"], :], look)] \
         if mesh is not None else []
     boxes, others, bb_near = mixed.boxes, mixed.others, True
-    if len(boxes) or not rows:                             # (no mesh-box pair: the mesh-plane rows alone)
+    if len(boxes) or not (rows or len(mixed.hulls)):       # (no mesh-box pair: the mesh-plane rows alone)
         got = [mesh_box_step_rows(scene, boxes, others, mixed.bb, x, c) for x, c in ([(q, cut)] if not lead else
                                                                                    zip(q, cut))]
         if any(x is None for x in got):
@@ -423,6 +432,10 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     if mixed.bb is not None:
         rows.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]) if bb_near else
                     np.full(lead + (len(mixed.bb.pair) * ROWS, NEAR_COLUMNS), np.inf))
+    if len(mixed.hulls):                                   # (coal's pairs: state by state)
+        got = [hull_rows(scene, mixed.hulls, *placements(scene, x), np.ascontiguousarray(c)) for x, c in
+               ([(q, cut)] if not lead else zip(q, cut))]
+        rows.append(got[0] if not lead else np.stack(got))
     rows = rows[0] if len(rows) == 1 else np.concatenate(rows, -2)
     if kp.pairs:
         rows = np.concatenate([near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS)), rows], -2)

@@ -1,0 +1,81 @@
+"""Pairs of two convex shapes that coal alone measures, as rows of the step's contact data.
+
+A robot's collision meshes are their convex hulls (:func:`~sparsedyn.contact.collision_coal.convex_geometry`);
+two of them (self-collision), or a hull and a sphere, capsule, cylinder or another robot's or the world's
+hull, have no closed form in the collision kernel: each such pair's one hit is coal's closest pair (GJK,
+then EPA where they overlap), as :func:`~sparsedyn.collide` finds it.  :func:`hull_rows` gives these hits
+in the columns of :func:`~sparsedyn.collision_candidates_near` (one row a pair), so that a scene whose
+robot has such pairs (a mesh robot with self-collision) lays out its contacts beside the kernel's
+candidates with no Contact object per hit (:func:`~sparsedyn.contact.scene_data.scene_slot_data`), and
+its step then runs in one native call after these queries.
+A broad phase of bounding spheres leaves out the pairs farther apart than their cutoff: only the pairs
+near each other cost a query of coal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .closed_forms import CLOSED_FORM, CLOSEST, FEATURES
+from .collision_coal import _bounds, _coal, closest_pair, flat_mesh
+from .collision_near import NEAR_COLUMNS
+from .mesh_box_loop import near_pairs
+
+__all__ = ["hull_pairs", "hull_rows"]
+
+#: Kinds of shape whose pairs have hits of their own (patches on a plane, a height field's points).
+_OWN_ROADS = ("plane", "hfield")
+
+
+def hull_pairs(scene, ks) -> np.ndarray:
+    """The scene pairs of ``ks`` (sorted, (K,)) whose one hit is coal's closest pair of two convex
+    shapes: neither shape a plane, a height field or a flat mesh (a flat mesh collides as triangles),
+    not a mesh and a world box (the hull's patch on the box), and the pair's kinds neither a closed
+    form's nor one with closed-form features (two boxes, a capsule and a box, a sphere and a cylinder:
+    :data:`~sparsedyn.contact.closed_forms.CLOSEST`)."""
+    shapes, out = scene.shapes, []
+    for k, (i, j) in zip(np.asarray(ks, int).tolist(), scene.index[np.asarray(ks, int)].tolist()):
+        key = (shapes[i].kind, shapes[j].kind)
+        if any(x in table for table in (CLOSED_FORM, CLOSEST, FEATURES) for x in (key, key[::-1])):
+            continue
+        if any(kind in _OWN_ROADS for kind in key) or (set(key) == {"mesh", "box"} and min(shapes[i].body,
+                                                                                          shapes[j].body) < 0):
+            continue                                    # (a robot mesh on a world box: the hull's patch on it)
+        if any(shapes[s].kind == "mesh" and flat_mesh(scene, s) for s in (i, j)):
+            continue
+        out.append(k)
+    return np.array(out, int)
+
+
+def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
+    """The rows (H, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns ``[d, x (3), n (3),
+    w_a in a's body axes (3), n . w_b]``, ``x`` the witness points' midpoint, ``n`` from ``b`` towards
+    ``a``, world) of the pairs ``hulls`` (H,) (:func:`hull_pairs`) with the shapes' world placements
+    ``R`` (S, 3, 3), ``p`` (S, 3) and every scene pair's cutoff ``cut`` (P,) [m]: coal's closest pair of
+    each pair that the broad phase keeps (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`, one
+    native call: bounding spheres, then the shapes' bounding boxes; without a C compiler the spheres
+    alone); the other rows' distance is +inf."""
+    out = np.zeros((len(hulls), NEAR_COLUMNS))
+    out[:, 0] = np.inf
+    if not len(hulls):
+        return out
+    c, r = _bounds(scene)
+    every = near_pairs(scene, R, p, cut, c, r)
+    if every is not None:
+        near = np.flatnonzero(every[hulls])
+    else:
+        ia, ib = scene.index[hulls, 0], scene.index[hulls, 1]
+        gap = np.linalg.norm(p[ia] + np.einsum("kij,kj->ki", R[ia], c[ia]) - p[ib] - np.einsum("kij,kj->ki", R[ib], c[ib]),
+                             axis=-1) - r[ia] - r[ib]
+        near = np.flatnonzero(gap < cut[hulls])
+    if not len(near):
+        return out
+    coal = _coal()
+    shapes = scene.shapes
+    for h in near.tolist():
+        i, j = scene.index[hulls[h]].tolist()
+        d, wa, wb, n = closest_pair(scene, coal, hulls[h], coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]))
+        s = shapes[i]                                   # w_a in a's body: the shape's placement in its body
+        out[h, 0], out[h, 1:4], out[h, 4:7] = d, (wa + wb) / 2, n
+        out[h, 7:10], out[h, 10] = s.R @ (R[i].T @ (wa - p[i])) + s.p, n @ wb
+    return out

@@ -1,0 +1,111 @@
+"""Pairs of two convex shapes that coal alone measures, as rows of the step's contact data
+(sparsedyn.contact.hull_pairs).
+
+Which pairs: by hand, from the kinds of the shapes and whether one is the world's.  Their rows:
+against coal's own ``distance`` between convex hulls that coal builds from the same vertices (the
+oracle's own ``buildConvexHull``), at coal's tolerance (1e-11, the library's request; the hulls are
+the same qhull output, so the witnesses agree to that tolerance); a witness point in its body's axes
+against the body's placement (an identity); a pair whose bounding spheres are farther apart than its
+cutoff has no row (+inf).
+"""
+
+import coal
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.contact.collision import placements
+from sparsedyn.contact.hull_pairs import hull_pairs, hull_rows
+from sparsedyn.model.spatial import Transform
+from test_collision import coal_distance, random_body_q
+from test_reduction import coal_hull, prism
+
+GJK = 1e-9              # coal's GJK/EPA at 1e-11 on shapes of 0.1 m, witness points compared in metres
+
+
+def _two_bodies():
+    """Two free bodies: ``a`` a prism mesh and a capsule, ``b`` a prism mesh, a sphere and a box (0.1 m
+    shapes); in the world a floor, a box, a sphere and a prism mesh."""
+    b = sd.ModelBuilder("two")
+    for name in ("a", "b"):
+        b.add_body(name, None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3) * 1e-3)
+        b.add_frame(name, name)
+    V, F = prism()
+    turn = Transform(sd.spatial.rpy_to_rot([0.3, -0.2, 0.5]), np.array([0.01, -0.02, 0.03]))
+    model = b.build().with_geometry(
+        sd.Geometry("a_mesh", 0, turn, "mesh", (1.0, 1.0, 1.0), "collision", vertices=V, faces=F),
+        sd.Geometry("a_capsule", 0, Transform(np.eye(3), np.array([0.0, 0.0, 0.3])), "capsule", (0.02, 0.1),
+                    "collision"),
+        sd.Geometry("b_mesh", 1, Transform(np.eye(3), np.zeros(3)), "mesh", (1.0, 1.0, 1.0), "collision",
+                    vertices=V, faces=F),
+        sd.Geometry("b_sphere", 1, Transform(np.eye(3), np.array([0.0, 0.3, 0.0])), "sphere", (0.03,), "collision"),
+        sd.Geometry("b_box", 1, Transform(np.eye(3), np.array([0.3, 0.0, 0.0])), "box", (0.05, 0.05, 0.05),
+                    "collision"))
+    world = [sd.Shape("plane", name="floor"),
+             sd.Shape("box", (0.2, 0.2, 0.2), placement=(np.eye(3), [1.0, 0.0, 0.1]), name="crate"),
+             sd.Shape("sphere", (0.05,), placement=(np.eye(3), [-1.0, 0.0, 0.1]), name="ball"),
+             sd.Shape("mesh", mesh=(V, F), placement=(np.eye(3), [0.0, 1.0, 0.1]), name="rock")]
+    return sd.Scene(model, world=world, self_collision=True)
+
+
+SCENE = _two_bodies()
+
+
+def _pair(scene, a, b):
+    names = list(scene.pair_names)
+    return names.index((a, b)) if (a, b) in names else names.index((b, a))
+
+
+def test_the_pairs_coal_alone_measures_are_those_of_a_mesh_against_a_convex_shape():
+    scene = SCENE
+    hulls = {scene.pair_names[k] for k in hull_pairs(scene, np.arange(len(scene.index)))}
+    want = {("a_mesh", "b_mesh"), ("a_mesh", "b_sphere"), ("a_mesh", "b_box"), ("a_capsule", "b_mesh"),
+            ("a_mesh", "ball"), ("a_mesh", "rock"), ("b_mesh", "ball"), ("b_mesh", "rock"),
+            ("a_capsule", "rock"), ("b_sphere", "rock")}
+    got = {tuple(sorted(p)) for p in hulls}
+    assert got == {tuple(sorted(p)) for p in want}
+    # (a mesh on the floor, on the crate, a box on the rock: a patch; capsule-box, box-box: closed forms)
+    for pair in [("a_mesh", "floor"), ("a_mesh", "crate"), ("b_box", "rock"), ("a_capsule", "b_box"),
+                 ("b_box", "crate")]:
+        assert _pair(scene, *pair) not in hull_pairs(scene, np.arange(len(scene.index)))
+
+
+def _oracle_geometry(scene, k):
+    """coal's object of shape ``k`` built here: a mesh's hull from its triangles, a primitive's own."""
+    s = scene.shapes[k]
+    if s.kind == "mesh":
+        return coal_hull(*prism())
+    return {"sphere": lambda: coal.Sphere(s.size[0]), "capsule": lambda: coal.Capsule(s.size[0], s.size[1]),
+            "box": lambda: coal.Box(*s.size)}[s.kind]()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_rows_are_coals_closest_pairs_and_the_witness_in_its_bodys_axes(seed):
+    scene = SCENE
+    rng = np.random.default_rng(seed)
+    hulls = hull_pairs(scene, np.arange(len(scene.index)))
+    cut = np.full(len(scene.index), 0.05)
+    near = 0
+    for _ in range(30):
+        (Ra, pa, qa), (Rb, pb, qb) = random_body_q(rng, 0.08), random_body_q(rng, 0.08)
+        q = np.concatenate([qa, qb])
+        R, p = placements(scene, q)
+        rows = hull_rows(scene, hulls, R, p, cut)
+        for h, k in enumerate(hulls.tolist()):
+            i, j = scene.index[k]
+            d, res = coal_distance(_oracle_geometry(scene, i), coal.Transform3s(R[i], p[i]),
+                                   _oracle_geometry(scene, j), coal.Transform3s(R[j], p[j]))
+            if np.isinf(rows[h, 0]):                # left out by the broad phase: beyond the cutoff
+                assert d > cut[k]
+                continue
+            near += 1
+            wa, wb = np.array(res.getNearestPoint1()), np.array(res.getNearestPoint2())
+            assert abs(rows[h, 0] - d) <= GJK
+            assert np.abs(rows[h, 1:4] - (wa + wb) / 2).max() <= GJK
+            if abs(d) > 1e-6:                       # (the normal: defined where the shapes are apart or overlap)
+                assert np.abs(rows[h, 4:7] + np.array(res.normal)).max() <= GJK / abs(d) + 1e-9
+            body = scene.shapes[i].body
+            Rbody, pbody = (Ra, pa) if body == 0 else (Rb, pb)
+            assert np.abs(Rbody @ rows[h, 7:10] + pbody - wa).max() <= GJK
+            assert abs(rows[h, 10] - rows[h, 4:7] @ wb) <= GJK
+    assert near >= 20
