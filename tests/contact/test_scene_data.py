@@ -152,6 +152,29 @@ def test_robot_meshes_against_each_other_take_this_road_with_the_contact_objects
     assert sum(x > 0 for x in selves) >= 10
 
 
+def test_a_mesh_beside_a_world_mesh_and_a_ball_takes_this_road_with_the_contact_objects_data(native_backend,
+                                                                                               monkeypatch):
+    """The mesh prism on a floor beside a world prism (a rock) and a world ball: the prism's pairs with them
+    are coal's closest pairs (no closed form in the kernel: ``hull_pairs``).  A state's data come with
+    no Contact object and equal those laid out from Contact objects; some states touch the rock and the ball."""
+    from test_reduction import prism, prism_scene, random_poses
+    model = prism_scene().model
+
+    def scene():
+        return sd.Scene(model, world=[sd.Shape("plane", name="floor"),
+                                      sd.Shape("mesh", mesh=prism(), placement=(np.eye(3), [0.2, 0.0, 0.03]),
+                                               name="rock"),
+                                      sd.Shape("sphere", (0.05,), placement=(np.eye(3), [-0.15, 0.0, 0.05]),
+                                               name="ball")], friction=0.8)
+    fast, slow = scene(), scene()
+    assert {fast.pair_names[k][1] for k in scene_data._mixed_plan(fast)[0].hulls} == {"rock", "ball"}
+    rng = np.random.default_rng(8)
+    states = [(q, 0.3 * rng.standard_normal(6)) for q in random_poses(rng, 40, 0.1, (0.03, 0.12))]
+    assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 15
+    touched = {fast.pair_names[k][1] for q, _ in states for k in scene_data.scene_slot_data(fast, q)[0]}
+    assert {"rock", "ball", "floor"} <= touched
+
+
 def _as_contact_objects_data(fast, slow, states, monkeypatch):
     """Asserts that ``fast``'s data at each state ``(q, v)`` come with no Contact object and equal
     ``slow``'s laid out from Contact objects (at the margin and with each pair's look-ahead of a 1 ms

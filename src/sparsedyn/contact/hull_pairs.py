@@ -4,10 +4,11 @@ A robot's collision meshes are their convex hulls (:func:`~sparsedyn.contact.col
 two of them (self-collision), or a hull and a sphere, capsule, cylinder or another robot's or the world's
 hull, have no closed form in the collision kernel: each such pair's one hit is coal's closest pair (GJK,
 then EPA where they overlap), as :func:`~sparsedyn.collide` finds it.  :func:`hull_rows` gives these hits
-in the columns of :func:`~sparsedyn.collision_candidates_near` (one row a pair), so that a scene whose
-robot has such pairs (a mesh robot with self-collision) lays out its contacts beside the kernel's
-candidates with no Contact object per hit (:func:`~sparsedyn.contact.scene_data.scene_slot_data`), and
-its step then runs in one native call after these queries.
+in the columns of :func:`~sparsedyn.collision_candidates_near` (one row a pair), so that a scene with
+such pairs (a mesh robot with self-collision, a world mesh or ball) lays out its contacts beside the
+kernel's candidates with no Contact object per hit (:func:`~sparsedyn.contact.scene_data.scene_slot_data`),
+and its step then runs in one native call after these queries.  (A robot shape on a world box keeps
+the box's own road, :mod:`~sparsedyn.contact.mesh_box_step`.)
 A broad phase of bounding spheres leaves out the pairs farther apart than their cutoff: only the pairs
 near each other cost a query of coal.
 """
