@@ -80,8 +80,12 @@ def _oracle_geometry(scene, k):
             "box": lambda: coal.Box(*s.size)}[s.kind]()
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_rows_are_coals_closest_pairs_and_the_witness_in_its_bodys_axes(seed):
+@pytest.mark.parametrize("seed, broad", [(0, "native"), (1, "native"), (2, "spheres")])
+def test_the_rows_are_coals_closest_pairs_and_the_witness_in_its_bodys_axes(seed, broad, monkeypatch):
+    """The broad phase native (bounding spheres, then boxes) or, without a C compiler, the spheres alone."""
+    from sparsedyn.contact import hull_pairs as module
+    if broad == "spheres":
+        monkeypatch.setattr(module, "near_pairs", lambda *a: None)
     scene = SCENE
     rng = np.random.default_rng(seed)
     hulls = hull_pairs(scene, np.arange(len(scene.index)))

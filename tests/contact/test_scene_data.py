@@ -125,7 +125,8 @@ def test_robot_meshes_against_each_other_take_this_road_with_the_contact_objects
     """solo12 with self-collision on a floor: its meshes' hulls against each other (coal's closest pair
     of each pair, no closed form in the kernel: ``hull_pairs``) beside its meshes on the floor.  A
     state's data come with no Contact object and equal those laid out from Contact objects, at the
-    margin and with each pair's look-ahead; some states' contacts are of two robot shapes."""
+    margin and with each pair's look-ahead; some states' contacts are of two robot shapes; a batch's
+    data are each state's."""
     import warnings
     from erd import robots_dir
     from sparsedyn.contact.hull_pairs import hull_pairs
@@ -150,6 +151,13 @@ def test_robot_meshes_against_each_other_take_this_road_with_the_contact_objects
     assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 20
     selves = [np.isin(scene_data.scene_slot_data(fast, q)[0], robot).sum() for q, _ in states]
     assert sum(x > 0 for x in selves) >= 10
+    # a batch of them in one call: each state's contacts and data those of its single call
+    Q, V = np.array([q for q, _ in states]), np.array([v for _, v in states])
+    pair, _, ends, slots = scene_batch.scene_batch_slot_data(fast, Q, ahead=(V, 1e-3))
+    for b, (q, v) in enumerate(states):
+        one_pair, one = scene_data.scene_slot_data(fast, q, ahead=(v, 1e-3))
+        assert np.array_equal(pair[ends[b]:ends[b + 1]], one_pair) and one.frames == slots.frames
+        assert np.abs(slots.data[b] - one.data).max(initial=0.0) <= _bound(one.data)
 
 
 def test_a_mesh_beside_a_world_mesh_and_a_ball_takes_this_road_with_the_contact_objects_data(native_backend,

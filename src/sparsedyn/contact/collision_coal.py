@@ -17,8 +17,8 @@ import numpy as np
 
 from ..model.topology import model_store
 
-__all__ = ["mesh_vertices", "flat_mesh", "convex_geometry", "closest_pair", "SAME_POINT", "COAL_TOLERANCE", "SAME_DEPTH",
-           "FLAT"]
+__all__ = ["mesh_vertices", "flat_mesh", "convex_geometry", "closest_pair", "SAME_POINT", "COAL_TOLERANCE",
+           "SAME_DEPTH", "FLAT"]
 
 #: Hits of one pair whose witness points on ``a`` round to the same multiple of this [m] are one hit.
 SAME_POINT = 1e-7
@@ -173,13 +173,14 @@ def convex_geometry(scene, k):
     return _coal_geometry(scene, k)
 
 
-def closest_pair(scene, coal, k, Ti, Tj):
-    """``(d, w_a, w_b, n)`` of scene pair ``k``, two convex shapes (:func:`convex_geometry`) placed at
-    coal's transforms ``Ti`` and ``Tj``: the signed distance (:func:`_coal_distance`), the witness
-    points on ``a`` and ``b`` (world, (3,)) and the unit normal from ``b`` towards ``a``."""
+def closest_pair(scene, coal, k, Ti, Tj, geometries=None):
+    """``(d, w_a, w_b, n)`` of scene pair ``k``, two convex shapes (:func:`convex_geometry`, or
+    ``geometries`` where given: theirs) placed at coal's transforms ``Ti`` and ``Tj``: the signed
+    distance (:func:`_coal_distance`), the witness points on ``a`` and ``b`` (world, (3,)) and the unit
+    normal from ``b`` towards ``a``."""
     i, j = scene.index[k]
-    d, res = _coal_distance(coal, convex_geometry(scene, i), Ti, convex_geometry(scene, j), Tj, scene.shapes[i].name,
-                            scene.shapes[j].name)
+    gi, gj = geometries or (convex_geometry(scene, i), convex_geometry(scene, j))
+    d, res = _coal_distance(coal, gi, Ti, gj, Tj, scene.shapes[i].name, scene.shapes[j].name)
     return d, np.array(res.getNearestPoint1(), float), np.array(res.getNearestPoint2(), float), \
         -np.array(res.normal, float)
 

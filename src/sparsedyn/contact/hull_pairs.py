@@ -9,8 +9,8 @@ such pairs (a mesh robot with self-collision, a world mesh or ball) lays out its
 kernel's candidates with no Contact object per hit (:func:`~sparsedyn.contact.scene_data.scene_slot_data`),
 and its step then runs in one native call after these queries.  (A robot shape on a world box keeps
 the box's own road, :mod:`~sparsedyn.contact.mesh_box_step`.)
-A broad phase of bounding spheres leaves out the pairs farther apart than their cutoff: only the pairs
-near each other cost a query of coal.
+The scene's broad phase (bounding spheres, then bounding boxes) leaves out the pairs farther apart
+than their cutoff: only the pairs near each other cost a query of coal.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .closed_forms import CLOSED_FORM, CLOSEST, FEATURES
-from .collision_coal import _bounds, _coal, closest_pair, flat_mesh
+from .collision_coal import _bounds, _coal, closest_pair, convex_geometry, flat_mesh
 from .collision_near import NEAR_COLUMNS
 from .mesh_box_loop import near_pairs
 
@@ -66,17 +66,27 @@ def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
         near = np.flatnonzero(every[hulls])
     else:
         ia, ib = scene.index[hulls, 0], scene.index[hulls, 1]
-        gap = np.linalg.norm(p[ia] + np.einsum("kij,kj->ki", R[ia], c[ia]) - p[ib] - np.einsum("kij,kj->ki", R[ib], c[ib]),
-                             axis=-1) - r[ia] - r[ib]
-        near = np.flatnonzero(gap < cut[hulls])
+        ca, cb = (p[x] + np.einsum("kij,kj->ki", R[x], c[x]) for x in (ia, ib))
+        near = np.flatnonzero(np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < cut[hulls])
     if not len(near):
         return out
     coal = _coal()
-    shapes = scene.shapes
+    shapes, kept = scene.shapes, _geometries(scene, hulls)
     for h in near.tolist():
         i, j = scene.index[hulls[h]].tolist()
-        d, wa, wb, n = closest_pair(scene, coal, hulls[h], coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]))
+        d, wa, wb, n = closest_pair(scene, coal, hulls[h], coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]),
+                                    kept[h])
         s = shapes[i]                                   # w_a in a's body: the shape's placement in its body
         out[h, 0], out[h, 1:4], out[h, 4:7] = d, (wa + wb) / 2, n
         out[h, 7:10], out[h, 10] = s.R @ (R[i].T @ (wa - p[i])) + s.p, n @ wb
     return out
+
+
+def _geometries(scene, hulls):
+    """coal's objects ``(g_a, g_b)`` of each pair of ``hulls`` (:func:`convex_geometry`), kept by the scene."""
+    key = ("hull pair geometries", hulls.tobytes())
+    got = scene.cache.get(key)
+    if got is None:
+        got = scene.cache[key] = [(convex_geometry(scene, i), convex_geometry(scene, j))
+                                  for i, j in scene.index[hulls].tolist()]
+    return got

@@ -399,8 +399,8 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     :func:`~sparsedyn.contact.look_ahead.pair_cutoffs`, and the patches' allowances from each pair's
     rotation, :func:`~sparsedyn.contact.look_ahead.pair_spins`; neither: the margin).  A batch ``q``
     (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
-    mesh-plane rows of all states at once (the mesh-box pairs' and coal's state by state).  None where a pair of
-    no rows (``mixed.others``) may touch."""
+    mesh-plane rows of all states at once (the mesh-box pairs' and coal's state by state).  None where a
+    pair of no rows (``mixed.others``) may touch."""
     kp, mesh = mixed.kernel, mixed.mesh
     got = cutoff is None and ahead is not None and (box_box_step_rows(scene, mixed, box_box_poses, q, *ahead) or
                                                     plane_step_rows(scene, mixed, q, *ahead))
@@ -423,7 +423,7 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
         scene, mesh, q, cut[..., mesh["pairs"]], None if spin is None else spin[..., mesh["pairs"], :], look)] \
         if mesh is not None else []
     boxes, others, bb_near = mixed.boxes, mixed.others, True
-    if len(boxes) or not (rows or len(mixed.hulls)):       # (no mesh-box pair: the mesh-plane rows alone)
+    if len(boxes) or not (rows or len(mixed.hulls)):       # (no mesh-box pair: the mesh-plane or coal's rows alone)
         got = [mesh_box_step_rows(scene, boxes, others, mixed.bb, x, c) for x, c in ([(q, cut)] if not lead else
                                                                                    zip(q, cut))]
         if any(x is None for x in got):
