@@ -160,6 +160,39 @@ def test_robot_meshes_against_each_other_take_this_road_with_the_contact_objects
         assert np.abs(slots.data[b] - one.data).max(initial=0.0) <= _bound(one.data)
 
 
+def test_a1s_cylinders_against_its_boxes_and_spheres_take_this_road_with_the_contact_objects_data(native_backend,
+                                                                                                   monkeypatch):
+    """a1 (boxes, cylinders and spheres; self-collision) on a floor: its cylinders against its boxes and
+    cylinders (coal's closest pairs) and against its spheres (a closed form) have no closed form in the
+    kernel; a state's data come with no Contact object and equal those laid out from Contact objects."""
+    import warnings
+    from erd import robots_dir
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(robots_dir() / "a1_description" / "urdf" / "a1.urdf", floating_base=True, geometry=True)
+        scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")])
+        # (its pairs of two boxes left out: their own road, test_box_box_step's)
+        boxes = [p for p, (i, j) in zip(scene.pairs, scene.index.tolist())
+                 if scene.shapes[i].kind == scene.shapes[j].kind == "box"]
+        fast, slow = (sd.Scene(model, world=[sd.Shape("plane", name="floor")]).with_pairs(remove=boxes)
+                      for _ in range(2))
+    mixed = scene_data._mixed_plan(fast)[0]
+    kinds = {tuple(sorted(s.kind for s in (fast.shapes[i], fast.shapes[j]))) for i, j in fast.index[mixed.hulls].tolist()}
+    assert kinds == {("box", "cylinder"), ("cylinder", "cylinder"), ("cylinder", "sphere")} and not len(mixed.others)
+    rng = np.random.default_rng(4)
+    states = []
+    for _ in range(150):
+        q = model.random_configuration(rng)
+        q[2] = rng.uniform(0.05, 0.4)
+        v = 0.3 * rng.standard_normal(model.nv)
+        if len(collide_within(slow, q, pair_cutoffs(slow, q, v, 1e-3)).pair) <= STEP_CAPACITY:
+            states.append((q, v))
+    assert len(states) >= 25
+    assert _as_contact_objects_data(fast, slow, states, monkeypatch, most=8) >= 20     # (a box's corners: 8)
+    selves = [np.isin(scene_data.scene_slot_data(fast, q)[0], mixed.hulls).sum() for q, _ in states]
+    assert sum(x > 0 for x in selves) >= 5
+
+
 def test_a_mesh_beside_a_world_mesh_and_a_ball_takes_this_road_with_the_contact_objects_data(native_backend,
                                                                                                monkeypatch):
     """The mesh prism on a floor beside a world prism (a rock) and a world ball: the prism's pairs with them
@@ -183,10 +216,10 @@ def test_a_mesh_beside_a_world_mesh_and_a_ball_takes_this_road_with_the_contact_
     assert {"rock", "ball", "floor"} <= touched
 
 
-def _as_contact_objects_data(fast, slow, states, monkeypatch):
+def _as_contact_objects_data(fast, slow, states, monkeypatch, most=4):
     """Asserts that ``fast``'s data at each state ``(q, v)`` come with no Contact object and equal
     ``slow``'s laid out from Contact objects (at the margin and with each pair's look-ahead of a 1 ms
-    step), at most four rows a pair; returns how many had a contact."""
+    step), at most ``most`` rows a pair (a mesh's patch: four); returns how many had a contact."""
     from sparsedyn.contact import scene_step
     from sparsedyn.contact.look_ahead import pair_cutoffs, pair_spins
     objects = scene_step.scene_contacts
@@ -200,7 +233,7 @@ def _as_contact_objects_data(fast, slow, states, monkeypatch):
         for (cutoff, spin), (pair, slots) in zip(ahead, pairs):
             hits = sd.collide(slow, q) if cutoff is None else None
             want = scene_step.scene_slots(slow, scene_step.scene_contacts(slow, q, hits, cutoff, spin))
-            assert np.bincount(pair, minlength=len(fast.index)).max(initial=0) <= 4
+            assert np.bincount(pair, minlength=len(fast.index)).max(initial=0) <= most
             assert slots.frames == want.frames and np.array_equal(slots.index, want.index)
             assert np.abs(slots.data - want.data).max(initial=0.0) <= _bound(want.data)
             touching += len(pair) > 0

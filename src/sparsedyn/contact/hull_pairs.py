@@ -1,9 +1,10 @@
-"""Pairs of two convex shapes that coal alone measures, as rows of the step's contact data.
+"""Pairs of two convex shapes whose one hit is their closest pair, as rows of the step's contact data.
 
 A robot's collision meshes are their convex hulls (:func:`~sparsedyn.contact.collision_coal.convex_geometry`);
 two of them (self-collision), or a hull and a sphere, capsule, cylinder or another robot's or the world's
 hull, have no closed form in the collision kernel: each such pair's one hit is coal's closest pair (GJK,
-then EPA where they overlap), as :func:`~sparsedyn.collide` finds it.  :func:`hull_rows` gives these hits
+then EPA where they overlap), as :func:`~sparsedyn.collide` finds it; a sphere and a cylinder's is a
+closed form (:data:`~sparsedyn.contact.closed_forms.CLOSEST`), collide's too.  :func:`hull_rows` gives these hits
 in the columns of :func:`~sparsedyn.collision_candidates_near` (one row a pair), so that a scene with
 such pairs (a mesh robot with self-collision, a world mesh or ball) lays out its contacts beside the
 kernel's candidates with no Contact object per hit (:func:`~sparsedyn.contact.scene_data.scene_slot_data`),
@@ -18,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .closed_forms import CLOSED_FORM, CLOSEST, FEATURES
+from .collision import _closed_form
 from .collision_coal import _bounds, _coal, closest_pair, convex_geometry, flat_mesh
 from .collision_near import NEAR_COLUMNS
 from .mesh_box_loop import near_pairs
@@ -29,14 +31,17 @@ _OWN_ROADS = ("plane", "hfield")
 
 
 def hull_pairs(scene, ks) -> np.ndarray:
-    """The scene pairs of ``ks`` (sorted, (K,)) whose one hit is coal's closest pair of two convex
-    shapes: neither shape a plane, a height field or a flat mesh (a flat mesh collides as triangles),
-    not a mesh and a world box (the hull's patch on the box), and the pair's kinds neither a closed
-    form's nor one with closed-form features (two boxes, a capsule and a box, a sphere and a cylinder:
-    :data:`~sparsedyn.contact.closed_forms.CLOSEST`)."""
+    """The scene pairs of ``ks`` (sorted, (K,)) whose one hit is the closest pair of two convex shapes:
+    coal's (neither shape a plane, a height field or a flat mesh, which collides as triangles; not a
+    mesh and a world box, the hull's patch on the box; the kinds no closed form's), or a closed form's
+    with no features beside it (a sphere and a cylinder:
+    :data:`~sparsedyn.contact.closed_forms.CLOSEST`, less :data:`~sparsedyn.contact.closed_forms.FEATURES`)."""
     shapes, out = scene.shapes, []
     for k, (i, j) in zip(np.asarray(ks, int).tolist(), scene.index[np.asarray(ks, int)].tolist()):
         key = (shapes[i].kind, shapes[j].kind)
+        if _closest_key(key) is not None:
+            out.append(k)
+            continue
         if any(x in table for table in (CLOSED_FORM, CLOSEST, FEATURES) for x in (key, key[::-1])):
             continue
         if any(kind in _OWN_ROADS for kind in key) or (set(key) == {"mesh", "box"} and min(shapes[i].body,
@@ -48,14 +53,23 @@ def hull_pairs(scene, ks) -> np.ndarray:
     return np.array(out, int)
 
 
+def _closest_key(key):
+    """The key of :data:`~sparsedyn.contact.closed_forms.CLOSEST` of the kinds ``key`` (either order) where
+    its closest pair is the pair's one hit (no features beside it), else None."""
+    for x in (key, key[::-1]):
+        if x in CLOSEST and x not in FEATURES and x[::-1] not in FEATURES:
+            return x
+    return None
+
+
 def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
     """The rows (H, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns ``[d, x (3), n (3),
     w_a in a's body axes (3), n . w_b]``, ``x`` the witness points' midpoint, ``n`` from ``b`` towards
     ``a``, world) of the pairs ``hulls`` (H,) (:func:`hull_pairs`) with the shapes' world placements
-    ``R`` (S, 3, 3), ``p`` (S, 3) and every scene pair's cutoff ``cut`` (P,) [m]: coal's closest pair of
+    ``R`` (S, 3, 3), ``p`` (S, 3) and every scene pair's cutoff ``cut`` (P,) [m]: the closest pair of
     each pair that the broad phase keeps (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`, one
     native call: bounding spheres, then the shapes' bounding boxes; without a C compiler the spheres
-    alone); the other rows' distance is +inf."""
+    alone), coal's or its closed form; the other rows' distance is +inf."""
     out = np.zeros((len(hulls), NEAR_COLUMNS))
     out[:, 0] = np.inf
     if not len(hulls):
@@ -70,23 +84,32 @@ def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
         near = np.flatnonzero(np.linalg.norm(ca - cb, axis=-1) - r[ia] - r[ib] < cut[hulls])
     if not len(near):
         return out
-    coal = _coal()
-    shapes, kept = scene.shapes, _geometries(scene, hulls)
+    kept = _plan(scene, hulls)
+    coal = None
     for h in near.tolist():
-        i, j = scene.index[hulls[h]].tolist()
-        d, wa, wb, n = closest_pair(scene, coal, hulls[h], coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]),
-                                    kept[h])
-        s = shapes[i]                                   # w_a in a's body: the shape's placement in its body
+        k, got = hulls[h], kept[h]
+        i, j = scene.index[k].tolist()
+        if len(got) == 1:                               # (a closed form: its key)
+            _, d, wa, wb, n = (x[0] for x in _closed_form(scene, got[0], hulls[h:h + 1], R, p, CLOSEST))
+        else:
+            coal = coal or _coal()
+            d, wa, wb, n = closest_pair(scene, coal, k, coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]),
+                                        got)
+        s = scene.shapes[i]                             # w_a in a's body: the shape's placement in its body
         out[h, 0], out[h, 1:4], out[h, 4:7] = d, (wa + wb) / 2, n
         out[h, 7:10], out[h, 10] = s.R @ (R[i].T @ (wa - p[i])) + s.p, n @ wb
     return out
 
 
-def _geometries(scene, hulls):
-    """coal's objects ``(g_a, g_b)`` of each pair of ``hulls`` (:func:`convex_geometry`), kept by the scene."""
-    key = ("hull pair geometries", hulls.tobytes())
+def _plan(scene, hulls):
+    """Per pair of ``hulls``: coal's objects ``(g_a, g_b)`` (:func:`convex_geometry`), or ``(key,)`` of
+    its closed form (:func:`_closest_key`); kept by the scene."""
+    key = ("hull pairs plan", hulls.tobytes())
     got = scene.cache.get(key)
     if got is None:
-        got = scene.cache[key] = [(convex_geometry(scene, i), convex_geometry(scene, j))
-                                  for i, j in scene.index[hulls].tolist()]
+        got = []
+        for i, j in scene.index[hulls].tolist():
+            closed = _closest_key((scene.shapes[i].kind, scene.shapes[j].kind))
+            got.append((closed,) if closed is not None else (convex_geometry(scene, i), convex_geometry(scene, j)))
+        scene.cache[key] = got
     return got
