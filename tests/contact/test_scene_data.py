@@ -171,13 +171,15 @@ def test_a1s_cylinders_against_its_boxes_and_spheres_take_this_road_with_the_con
         warnings.simplefilter("ignore")
         model = sd.load_urdf(robots_dir() / "a1_description" / "urdf" / "a1.urdf", floating_base=True, geometry=True)
         scene = sd.Scene(model, world=[sd.Shape("plane", name="floor")])
-        # (its pairs of two boxes left out: their own road, test_box_box_step's)
+        # (its pairs of two boxes left out: the two-box rows differ from collide's on trunk and thigh overlapping,
+        # one hit's plane 0.3 mm off, found and left open; this test is about the pairs that coal measures)
         boxes = [p for p, (i, j) in zip(scene.pairs, scene.index.tolist())
                  if scene.shapes[i].kind == scene.shapes[j].kind == "box"]
         fast, slow = (sd.Scene(model, world=[sd.Shape("plane", name="floor")]).with_pairs(remove=boxes)
                       for _ in range(2))
     mixed = scene_data._mixed_plan(fast)[0]
-    kinds = {tuple(sorted(s.kind for s in (fast.shapes[i], fast.shapes[j]))) for i, j in fast.index[mixed.hulls].tolist()}
+    kinds = {tuple(sorted(s.kind for s in (fast.shapes[i], fast.shapes[j])))
+             for i, j in fast.index[mixed.hulls].tolist()}
     assert kinds == {("box", "cylinder"), ("cylinder", "cylinder"), ("cylinder", "sphere")} and not len(mixed.others)
     rng = np.random.default_rng(4)
     states = []
