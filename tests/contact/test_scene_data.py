@@ -138,15 +138,7 @@ def test_robot_meshes_against_each_other_take_this_road_with_the_contact_objects
     mixed = scene_data._mixed_plan(fast)[0]
     robot = [k for k, (_, j) in enumerate(fast.index.tolist()) if fast.shapes[j].body >= 0]    # (b a robot shape)
     assert np.array_equal(mixed.hulls, robot) and np.array_equal(hull_pairs(fast, robot), robot) and len(robot) > 50
-    rng = np.random.default_rng(12)
-    states = []
-    for _ in range(60):
-        q = model.random_configuration(rng)
-        q[2] = rng.uniform(0.1, 0.45)
-        v = 0.3 * rng.standard_normal(model.nv)
-        # (no more contacts than a step keeps: the oracle's hits, collide's, keep them all)
-        if len(collide_within(slow, q, pair_cutoffs(slow, q, v, 1e-3)).pair) <= STEP_CAPACITY:
-            states.append((q, v))
+    states = _held_states(slow, np.random.default_rng(12), 60, (0.1, 0.45))
     assert len(states) >= 25
     assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 20
     selves = [np.isin(scene_data.scene_slot_data(fast, q)[0], robot).sum() for q, _ in states]
@@ -181,14 +173,7 @@ def test_a1s_cylinders_against_its_boxes_and_spheres_take_this_road_with_the_con
     kinds = {tuple(sorted(s.kind for s in (fast.shapes[i], fast.shapes[j])))
              for i, j in fast.index[mixed.hulls].tolist()}
     assert kinds == {("box", "cylinder"), ("cylinder", "cylinder"), ("cylinder", "sphere")} and not len(mixed.others)
-    rng = np.random.default_rng(4)
-    states = []
-    for _ in range(150):
-        q = model.random_configuration(rng)
-        q[2] = rng.uniform(0.05, 0.4)
-        v = 0.3 * rng.standard_normal(model.nv)
-        if len(collide_within(slow, q, pair_cutoffs(slow, q, v, 1e-3)).pair) <= STEP_CAPACITY:
-            states.append((q, v))
+    states = _held_states(slow, np.random.default_rng(4), 150, (0.05, 0.4))
     assert len(states) >= 25
     assert _as_contact_objects_data(fast, slow, states, monkeypatch, most=8) >= 20     # (a box's corners: 8)
     selves = [np.isin(scene_data.scene_slot_data(fast, q)[0], mixed.hulls).sum() for q, _ in states]
@@ -216,6 +201,20 @@ def test_a_mesh_beside_a_world_mesh_and_a_ball_takes_this_road_with_the_contact_
     assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 15
     touched = {fast.pair_names[k][1] for q, _ in states for k in scene_data.scene_slot_data(fast, q)[0]}
     assert {"rock", "ball", "floor"} <= touched
+
+
+def _held_states(scene, rng, n, heights):
+    """Of ``n`` random ``(q, v)`` of the scene's robot (its base at a height in ``heights``, velocities
+    0.3 m/s or rad/s), those whose hits within a 1 ms step's look-ahead a step keeps all of (no more than
+    its capacity: the oracle, collide's hits, keeps them all)."""
+    model, states = scene.model, []
+    for _ in range(n):
+        q = model.random_configuration(rng)
+        q[2] = rng.uniform(*heights)
+        v = 0.3 * rng.standard_normal(model.nv)
+        if len(collide_within(scene, q, pair_cutoffs(scene, q, v, 1e-3)).pair) <= STEP_CAPACITY:
+            states.append((q, v))
+    return states
 
 
 def _as_contact_objects_data(fast, slow, states, monkeypatch, most=4):
