@@ -175,3 +175,22 @@ def test_without_a_c_compiler_the_numpy_road_answers(monkeypatch):
     assert int(ref.iterations) == int(step.iterations) and list(ref.modes) == list(step.modes)
     assert np.abs(ref.impulses - step.impulses).max() <= 1e-8 * np.abs(step.impulses).max()
     assert np.abs(ref.v - step.v).max() <= 1e-8 * max(1.0, np.abs(step.v).max())
+
+
+@pytest.mark.parametrize("which", ["random", "resting"])
+def test_each_hits_witnesses_are_its_distance_apart_along_its_normal(which):
+    """``w_a - w_b = d n`` for every hit (the step's rows place a contact's point at ``w_a`` and its plane
+    through ``w_b``, :func:`~sparsedyn.collide`'s hits at their midpoint ``d / 2`` either side along ``n``:
+    the two are one contact only where this holds), both roads, at random poses where a corner of one box
+    lies over a face of the other tilted from the pair's axis (the pair's axis then another face's
+    normal), and on boxes resting face on face."""
+    rng = np.random.default_rng(9)
+    pairs = random_pairs(rng, 300) if which == "random" else _resting(rng, 150)
+    d, wa, wb, n = box_box_corners(*pairs)
+    ok = d < 0.05                                           # (the corners far off: +inf; the others within)
+    assert ok.sum() >= 400
+    scale = 1 + np.abs(wa[ok]).max()
+    assert np.abs(wa - wb - d[:, None] * n)[ok].max() <= BOUND * scale
+    gk, gd, gwa, gwb, gn = box_box_hits(*pairs, 0.05)
+    assert len(gk) >= 300
+    assert np.abs(gwa - gwb - gd[:, None] * gn).max() <= BOUND * scale

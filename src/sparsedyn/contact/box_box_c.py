@@ -290,8 +290,8 @@ static void bb_face_of(const sd_bb_box *b, const double *axis, int *face, double
   *side = bb_sgn(o[i]);
 }
 
-/* closed_forms._over_face: a point (y: in b's axes) over the face of b whose outward normal is `axis` (0: none;
-   i, s: its bb_face_of) */
+/* closed_forms._over_face: a point (y: in b's axes) over the face of b nearest in direction to `axis` (0: none;
+   i, s: its bb_face_of), the hit's normal the face's own */
 static void bb_over_face(const double *y, const sd_bb_box *b, const double *axis, int i, double s, sd_bb_hit *hit)
 {
   if (axis[0] == 0 && axis[1] == 0 && axis[2] == 0) return;
@@ -301,7 +301,7 @@ static void bb_over_face(const double *y, const sd_bb_box *b, const double *axis
   on[i] = s * b->h[i];
   bb_out(b, on, hit->wb);
   hit->d = s * y[i] - b->h[i];
-  for (int k = 0; k < 3; k++) hit->n[k] = axis[k];
+  for (int k = 0; k < 3; k++) hit->n[k] = s * b->R[3 * k + i];        /* the face's own normal */
 }
 
 /* closed_forms._clip: the part of the polygon (m points) where e . (x - c) <= h; returns its count */

@@ -380,9 +380,11 @@ def box_box(Ra, pa, ha, Rb, pb, hb):
 
 def _over_face(x, Rb, pb, hb, axis, hits):
     """``hits`` ``(d, w_x, w_b, n)`` of points ``x`` (k, 3) against boxes ``(Rb, pb, hb)``, where a point lies
-    over (or under) the face of ``b`` whose outward normal is ``axis`` (k, 3, zero: none), to within
+    over (or under) the face of ``b`` nearest in direction to ``axis`` (k, 3, zero: none), to within
     :data:`FLUSH`: against that face's plane (a corner on the common edge of two boxes stacked with
-    coplanar sides is as near to the side face as to the face it rests on; its contact is the face's)."""
+    coplanar sides is as near to the side face as to the face it rests on; its contact is the face's), its
+    normal the face's own (the pair's axis may be the other box's face, tilted from this one: the hit's
+    witnesses are ``d`` apart along its normal either way)."""
     y = np.einsum("kji,kj->ki", Rb, x - pb)                             # in b's axes
     o = np.einsum("kji,kj->ki", Rb, axis)
     k = np.arange(len(x))
@@ -395,7 +397,7 @@ def _over_face(x, Rb, pb, hb, axis, hits):
     on[k, i] = s * hb[k, i]
     d, wx, wb, n = hits
     wb = np.where(face[:, None], pb + np.einsum("kij,kj->ki", Rb, on), wb)
-    return np.where(face, s * y[k, i] - hb[k, i], d), wx, wb, np.where(face[:, None], axis, n)
+    return np.where(face, s * y[k, i] - hb[k, i], d), wx, wb, np.where(face[:, None], s[:, None] * Rb[k, :, i], n)
 
 
 def _clip(polygon, c, e, h):
