@@ -30,12 +30,12 @@ BOUND = rounding_bound(16)
 BOX, CENTRE, TURN = (0.5, 0.4, 0.1), np.array([0.0, 0.0, 0.05]), [0.02, -0.03, 0.4]
 
 
-def _scene(box_first, ball_offset=(0.6, 0.0, 0.0), ball=("ball", "sphere", (0.03,))):
+def _scene(box_first, ball_offset=(0.6, 0.0, 0.0), ball=("ball", "sphere", (0.03,)), extra=()):
     """A free body carrying a pebble (a random convex mesh), a stone (another) and a ball (``ball``:
     its name, kind and size), above a
     world box turned a little and the floor; with ``box_first`` the box is a geometry of the model
     before the body's (the scene's first shape, as a file's world geoms are), else a world shape of
-    the scene (its shape after the body's)."""
+    the scene (its shape after the body's); ``extra``: more world shapes, last."""
     rng = np.random.default_rng(11)
     shapes = []
     for name, axes, at in (("pebble", (0.12, 0.08, 0.05), (0.0, 0.0, 0.0)), ("stone", (0.06, 0.05, 0.04),
@@ -57,7 +57,7 @@ def _scene(box_first, ball_offset=(0.6, 0.0, 0.0), ball=("ball", "sphere", (0.03
     world = [sd.Shape("plane", name="floor")]
     if not box_first:
         world.append(sd.Shape("box", BOX, placement=(turn, CENTRE), name="box"))
-    return sd.Scene(model, world=world, margin=0.005)
+    return sd.Scene(model, world=world + list(extra), margin=0.005)
 
 
 def _poses(rng, n):

@@ -1,5 +1,6 @@
 """A step's rows of robot meshes on world boxes (sparsedyn.contact.mesh_box_step): collide's road of
-those pairs, each pair's cutoff its look-ahead, beside pairs of no rows (a cylinder on the box).
+those pairs, each pair's cutoff its look-ahead, beside pairs of no rows (the body's shapes on a height
+field laid on the box).
 
 Oracles: the general rows (``mesh_box_rows``: coal's ``distance`` per pair at the general road's
 request, the same patch routine, the columns from coal's witnesses); coal's signed distance between
@@ -20,19 +21,25 @@ from sparsedyn.contact.collision import placements
 from sparsedyn.contact.collision_coal import _coal_geometry, _hull_convex
 from sparsedyn.contact.look_ahead import pair_cutoffs
 from test_collision import coal_distance
-from test_mesh_box_road import _poses, _scene
+from test_mesh_box_road import BOX, CENTRE, TURN, _poses, _scene
 from test_scene_data import _as_contact_objects_data
 from test_scene_fused import _python_road, _same
 
 BOUND = rounding_bound(16)
 DT = 1e-3
-#: A drum (a cylinder: no rows of its own on the box) on the body: 1 m from it (never near the box),
-#: and 4 cm below the body's origin (among the meshes, on the box).
-HIGH, LOW = (0.0, 0.0, 1.0), (0.0, 0.0, -0.04)
+#: A mat (a flat height field, a world shape: its pairs have no rows on this road) laid on the box's top
+#: face, its surface MAT [m] above it; and the body's ball 4 cm below the body's origin (among the meshes)
+MAT, LOW = 0.002, (0.0, 0.0, -0.04)
 
 
-def _drum(offset):
-    return _scene(False, ball_offset=offset, ball=("drum", "cylinder", (0.03, 0.04)))
+def _matted(near):
+    """:func:`_scene` with a mat: on the box's top, the ball 4 cm under the body (``near``); or 3 m
+    from the box, the ball 1 m above the body (its pairs never near the box)."""
+    turn = sd.spatial.rpy_to_rot(TURN)
+    at = CENTRE + turn[:, 2] * BOX[2] / 2 if near else np.array([3.0, 0.0, 0.0])
+    mat = sd.Shape("hfield", (0.1, 0.1, 2 * MAT, 0.01), heights=np.full((3, 3), 0.5), placement=(turn, at),
+                   name="mat")
+    return _scene(False, ball_offset=LOW if near else (0.0, 0.0, 1.0), extra=[mat])
 
 
 def _states(rng, n):
@@ -61,7 +68,7 @@ def test_the_steps_rows_are_the_general_rows_and_coals_closest_pairs(monkeypatch
     """At random poses about the box, each pair's cutoff its look-ahead: the rows come from the road
     (its tables per thread; ``mesh_box_rows`` is not called) and equal the general rows, row for row;
     each pair's deepest row has coal's signed distance between the mesh's hull and the box."""
-    scene = _drum(HIGH)
+    scene = _matted(False)
     rng = np.random.default_rng(7)
     states = _states(rng, 30)
     shapes = {s.name: k for k, s in enumerate(scene.shapes)}
@@ -86,14 +93,14 @@ def test_the_steps_rows_are_the_general_rows_and_coals_closest_pairs(monkeypatch
                                      coal.Transform3s(R[b], p[b]))
                 assert abs(mine.min() - d) <= 1e-9
                 deep += d < 0
-    assert shapes["drum"] in scene.index[mixed.others].ravel()
+    assert {scene.shapes[j].name for j in scene.index[mixed.others, 1]} == {"mat"}
     assert deep >= 10
 
 
 def test_a_step_takes_the_road_with_the_contact_objects_data(monkeypatch):
-    """The drum far from the box: a state's data (at the margin and with each pair's look-ahead) come with no
+    """The mat far from the box: a state's data (at the margin and with each pair's look-ahead) come with no
     Contact object and equal those laid out from Contact objects."""
-    fast, slow = _drum(HIGH), _drum(HIGH)
+    fast, slow = _matted(False), _matted(False)
     states = _states(np.random.default_rng(9), 30)
     with sd.use_backend("native", deterministic=True):
         assert scene_data._mixed_plan(fast) is not None
@@ -101,34 +108,34 @@ def test_a_step_takes_the_road_with_the_contact_objects_data(monkeypatch):
         assert fast.cache["mesh-box step road"][1] is not None
 
 
-def _drum_over_the_box():
-    """``q`` of the body whose drum (:data:`LOW`) hangs 3 mm over the box's top face, the body upright."""
-    n = sd.spatial.rpy_to_rot([0.02, -0.03, 0.4])[:, 2]            # the box's top face's normal
-    r, L = 0.03, 0.04
-    z = 0.04 + np.array([0.0, 0.0, 0.05]) @ n / n[2] + (0.05 + L / 2 * abs(n[2]) + r * np.sqrt(1 - n[2] ** 2)
-                                                            + 0.003) / n[2]
-    return np.r_[0.0, 0.0, z, 0.0, 0.0, 0.0, 1.0]
+def _ball_over_the_mat():
+    """``q`` of the body upright, its ball (radius 3 cm, :data:`LOW` under the body's origin) 3 mm over
+    the mat's centre along the box's top face's normal (the meshes 2 cm higher)."""
+    n = sd.spatial.rpy_to_rot(TURN)[:, 2]
+    centre = CENTRE + n * (BOX[2] / 2 + MAT + 0.03 + 0.003)
+    return np.r_[centre - LOW, 0.0, 0.0, 0.0, 1.0]
 
 
 def test_a_step_whose_pair_of_no_rows_is_near_is_the_python_roads(monkeypatch):
-    """contact_step where the drum's pair (no rows on this road) is near the box: its steps, once the
-    scene's layout holds the meshes' contacts (the steps before), are the Python road's bit for bit
-    (the drum's contact among them, within the margin)."""
-    scene, low = _drum(LOW), _drum_over_the_box()
+    """contact_step where the ball's pair with the mat (no rows on this road) is near: its steps, once the
+    scene's layout holds the contacts (the steps before), are the Python road's bit for bit (the ball's
+    contact with the mat among them, within the margin)."""
+    scene, low = _matted(True), _ball_over_the_mat()
     v, tau = np.zeros(6), np.zeros(6)
     with sd.use_backend("native", deterministic=True):
         for _ in range(3):
             got = sd.contact_step(scene.model, low, v, tau, scene, DT)
         ref = _python_road(monkeypatch, scene.model, low, v, tau, scene, DT)
-    assert any("drum" in pair for pair in sd.collide(scene, low).pairs)
+    assert ("ball", "mat") in sd.collide(scene, low).pairs
     assert _same(got, ref)
 
 
 def test_a_pair_of_no_rows_near_the_box_refuses_the_rows():
-    """The drum 4 cm under the body, the body 3 mm over the box's top: the broad phase leaves the drum's
-    pair, and the rows are refused (no data from this road: the step's contacts then come from
-    Contact objects, the drum's among them); the body high above the box: the rows answer."""
-    scene, low = _drum(LOW), _drum_over_the_box()
+    """The ball 3 mm over the mat on the box: the broad phase leaves the ball's pair with the mat, and
+    the rows are refused (no data from this road: the step's contacts then come from Contact objects,
+    the ball's on the mat among them, at the gap laid out by hand); the body high above the box: the
+    rows answer."""
+    scene, low = _matted(True), _ball_over_the_mat()
     high = np.r_[0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]
     v = np.zeros(6)
     with sd.use_backend("native", deterministic=True):
@@ -138,15 +145,15 @@ def test_a_pair_of_no_rows_near_the_box_refuses_the_rows():
         assert scene_data.scene_slot_data(scene, low) is None
         assert scene_data.scene_slot_data(scene, low, ahead=(v, DT), data_slots=True) is None
         hits = sd.collide(scene, low)
-    drum = [d for (a, b), d in zip(hits.pairs, hits.distances) if "drum" in (a, b)]
-    assert len(drum) == 1 and abs(drum[0] - 0.003) <= 1e-9
+    ball = [d for pair, d in zip(hits.pairs, hits.distances) if pair == ("ball", "mat")]
+    assert len(ball) == 1 and abs(ball[0] - 0.003) <= 1e-9
 
 
 def test_a_query_that_epas_cap_stops_gives_the_general_rows(monkeypatch):
     """With EPA capped at one iteration, the road declines the penetrations it does not settle (the
     patch routine's depth test) and the general rows answer: the rows equal them at every pose."""
     monkeypatch.setattr(mesh_box_road, "EPA_ITERATIONS", 1)
-    scene = _drum(HIGH)
+    scene = _matted(False)
     states = _states(np.random.default_rng(6), 20)
     declined = 0
     with sd.use_backend("native", deterministic=True):
@@ -161,10 +168,10 @@ def test_a_query_that_epas_cap_stops_gives_the_general_rows(monkeypatch):
 
 def test_a_batchs_rows_are_each_states_and_a_pair_of_no_rows_near_refuses_the_batch():
     """A batch of states about the box (one call, each state's look-ahead): each state's contacts and
-    slot data are those of its single call (the same rows, state by state); with the drum under the body,
-    a batch holding a state whose drum is near the box is refused (None) as that state is alone."""
+    slot data are those of its single call (the same rows, state by state); with the mat on the box, a
+    batch holding a state near the mat is refused (None) as that state is alone."""
     from sparsedyn.contact import scene_batch
-    scene = _drum(HIGH)
+    scene = _matted(False)
     states = _states(np.random.default_rng(12), 12)
     Q, V = np.array([q for q, _ in states]), np.array([v for _, v in states])
     with sd.use_backend("native", deterministic=True):
@@ -176,7 +183,7 @@ def test_a_batchs_rows_are_each_states_and_a_pair_of_no_rows_near_refuses_the_ba
             assert np.array_equal(pair[ends[b]:ends[b + 1]], one_pair)
             assert one.frames == slots.frames
             assert np.abs(slots.data[b] - one.data).max(initial=0.0) <= BOUND
-        low = _drum(LOW)
+        low = _matted(True)
         near = [q for q, v in states if _rows(low, q, v) is None]
-        assert near                                        # (the drum 4 cm under the body: on the box)
+        assert near                                        # (the mat on the box's top: near some of them)
         assert scene_batch.scene_batch_slot_data(low, Q, ahead=(V, DT)) is None

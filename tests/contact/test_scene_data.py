@@ -177,6 +177,28 @@ def test_a1s_cylinders_against_its_boxes_and_spheres_take_this_road_with_the_con
     assert sum(x > 0 for x in selves) >= 5
 
 
+def test_a1s_cylinders_on_a_world_box_take_this_road_with_the_contact_objects_data(native_backend, monkeypatch):
+    """a1 over a step (a world box) on a floor: its cylinders against the step are coal's closest pairs
+    (``hull_pairs``), as on :func:`~sparsedyn.collide`'s road; a state's data come with no Contact object
+    and equal those laid out from Contact objects, some states' contacts a cylinder's on the step."""
+    import warnings
+    from erd import robots_dir
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_urdf(robots_dir() / "a1_description" / "urdf" / "a1.urdf", floating_base=True, geometry=True)
+    step = sd.Shape("box", (0.8, 1.0, 0.04), placement=(np.eye(3), [0.4, 0.0, 0.02]), name="step")
+    fast, slow = (sd.Scene(model, world=[sd.Shape("plane", name="floor"), step], self_collision=False)
+                  for _ in range(2))
+    mixed = scene_data._mixed_plan(fast)[0]
+    cylinders = [k for k in mixed.hulls.tolist() if fast.pair_names[k][1] == "step"]
+    assert len(cylinders) == 8 and not len(mixed.others)          # (two cylinders a leg, all of them)
+    states = _held_states(slow, np.random.default_rng(6), 150, (0.06, 0.2), xy=((0.0, 0.8), (-0.5, 0.5)))
+    assert len(states) >= 25
+    assert _as_contact_objects_data(fast, slow, states, monkeypatch, most=8) >= 20
+    on_step = [np.isin(scene_data.scene_slot_data(fast, q)[0], cylinders).sum() for q, _ in states]
+    assert sum(x > 0 for x in on_step) >= 5
+
+
 def test_a_mesh_beside_a_world_mesh_and_a_ball_takes_this_road_with_the_contact_objects_data(native_backend,
                                                                                                monkeypatch):
     """The mesh prism on a floor beside a world prism (a rock) and a world ball: the prism's pairs with them
@@ -200,14 +222,17 @@ def test_a_mesh_beside_a_world_mesh_and_a_ball_takes_this_road_with_the_contact_
     assert {"rock", "ball", "floor"} <= touched
 
 
-def _held_states(scene, rng, n, heights):
-    """Of ``n`` random ``(q, v)`` of the scene's robot (its base at a height in ``heights``, velocities
-    0.3 m/s or rad/s), those whose hits within a 1 ms step's look-ahead a step keeps all of (no more than
-    its capacity: the oracle, collide's hits, keeps them all)."""
+def _held_states(scene, rng, n, heights, xy=None):
+    """Of ``n`` random ``(q, v)`` of the scene's robot (its base at a height in ``heights``, and where given
+    within the ranges ``xy`` of x and y; velocities 0.3 m/s or rad/s), those whose hits within a 1 ms
+    step's look-ahead a step keeps all of (no more than its capacity: the oracle, collide's hits, keeps
+    them all)."""
     model, states = scene.model, []
     for _ in range(n):
         q = model.random_configuration(rng)
         q[2] = rng.uniform(*heights)
+        if xy is not None:
+            q[:2] = [rng.uniform(*r) for r in xy]
         v = 0.3 * rng.standard_normal(model.nv)
         if len(collide_within(scene, q, pair_cutoffs(scene, q, v, 1e-3)).pair) <= STEP_CAPACITY:
             states.append((q, v))

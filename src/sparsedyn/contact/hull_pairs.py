@@ -8,8 +8,9 @@ closed form (:data:`~sparsedyn.contact.closed_forms.CLOSEST`), collide's too.  :
 in the columns of :func:`~sparsedyn.collision_candidates_near` (one row a pair), so that a scene with
 such pairs (a mesh robot with self-collision, a world mesh or ball) lays out its contacts beside the
 kernel's candidates with no Contact object per hit (:func:`~sparsedyn.contact.scene_data.scene_slot_data`),
-and its step then runs in one native call after these queries.  (A robot shape on a world box keeps
-the box's own road, :mod:`~sparsedyn.contact.mesh_box_step`.)
+and its step then runs in one native call after these queries.  (A robot mesh on a world box keeps
+the box's own road, the hull's patch on its face: :mod:`~sparsedyn.contact.mesh_box_step`; a cylinder on
+a world box is coal's closest pair, here.)
 The scene's broad phase (bounding spheres, then bounding boxes) leaves out the pairs farther apart
 than their cutoff: only the pairs near each other cost a query of coal.
 """

@@ -97,8 +97,7 @@ class _Mixed:
     ``kernel``: the kernel plan; ``mesh``: the mesh-plane pairs' constants, :func:`_mesh_plan`, or
     None; ``boxes``: the mesh-box pairs (B,); ``others``: robot-world pairs of no rows, refused where
     near, :func:`~sparsedyn.contact.mesh_box_step.mesh_box_step_rows`), then one row per pair of two
-    convex shapes that coal measures, none a world box (``hulls`` (H,):
-    :func:`~sparsedyn.contact.hull_pairs.hull_pairs`)."""
+    convex shapes that coal measures (``hulls`` (H,): :func:`~sparsedyn.contact.hull_pairs.hull_pairs`)."""
 
     def __init__(self, kernel, mesh, boxes=np.zeros(0, int), bb=None, others=np.zeros(0, int), hulls=np.zeros(0, int)):
         self.kernel, self.mesh, self.boxes, self.bb, self.others = kernel, mesh, boxes, bb, others
@@ -122,7 +121,7 @@ def _mixed_plan(scene):
     """:func:`_plan`'s tuple for a scene whose pairs the kernel leaves out are all robot meshes on
     world planes (their rows: :func:`mesh_plane_rows`), on world boxes (:func:`mesh_box_rows`),
     pairs of two boxes (:func:`box_box_rows`, where the native routine is built) or of two convex
-    shapes that coal measures, none a world box (:func:`~sparsedyn.contact.hull_pairs.hull_rows`), its
+    shapes that coal measures (:func:`~sparsedyn.contact.hull_pairs.hull_rows`), its
     first entry a :class:`_Mixed` (with mesh-box pairs, robot-world pairs of no rows too: refused
     where near); None where another pair is left out or a touching body has no frame."""
     key = "slot data plan, meshes on planes"
@@ -133,10 +132,8 @@ def _mixed_plan(scene):
         bb = box_box_plan(scene) if box_box_available() else None
         rest = np.setdiff1d(ks, boxes if bb is None else np.concatenate([boxes, bb.pair]))
         planes = rest[_robot_meshes_on(scene, rest, "plane")]
-        others = np.setdiff1d(rest, planes)                # (a cylinder on a world box: refused where near)
-        hulls = hull_pairs(scene, others)                 # (a robot shape on a world box keeps that box's road)
-        hulls = hulls[np.array([scene.shapes[j].body >= 0 or scene.shapes[j].kind != "box"
-                                for j in scene.index[hulls, 1].tolist()], bool)]
+        others = np.setdiff1d(rest, planes)
+        hulls = hull_pairs(scene, others)                 # (a cylinder on a world box too: coal's closest pair)
         others = np.setdiff1d(others, hulls)
         mesh = _mesh_plan(scene, planes) if len(planes) else None
         plan = None
