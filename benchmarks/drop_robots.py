@@ -2,7 +2,8 @@
 with its collision shapes (meshes as their convex hulls) and its SRDF's disabled pairs, less the pairs that
 overlap where it starts or at its reference configuration (as the scene's warning advises), a plane, no torque, the lowest shape 5 cm
 above the floor; ``sd.rollout`` of ``--steps`` steps of ``--dt`` on the default road, timed on its
-second run (the first builds the kernels of every slot layout the trajectory grows to).  Per robot: milliseconds a step, the solver's iterations
+second run (the first, on the native road with its builds waited for, builds the kernels of every slot
+layout the trajectory grows to; the default road builds in the background, and its run would wait on them).  Per robot: milliseconds a step, the solver's iterations
 (mean, max) and the steps that ran past ADMM's budget (1000 iterations) into Gauss-Seidel's sweeps, which
 go on while they gain (up to ten times as many; they stop where a window of 500 sweeps does not halve
 the residual), where they fell, and the deepest penetration of any pair along the trajectory.
@@ -76,7 +77,8 @@ def main():
         v, tau = np.zeros(model.nv), np.zeros(model.nv)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", sd.ContactStepWarning)
-            sd.rollout(model, q, v, tau, scene, a.dt, a.steps)
+            with sd.use_backend("native", deterministic=True):      # (builds every kernel it needs, waited for)
+                sd.rollout(model, q, v, tau, scene, a.dt, a.steps)
             t = time.perf_counter()
             r = sd.rollout(model, q, v, tau, scene, a.dt, a.steps)
             wall = time.perf_counter() - t
