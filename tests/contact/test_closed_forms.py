@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import rel_err, rounding_bound
-from sparsedyn.contact.closed_forms import box_box, sphere_cylinder
+from sparsedyn.contact.closed_forms import box_box, ellipsoid_plane, sphere_cylinder
 
 #: coal's tolerance of GJK and EPA here (its default, 1e-6, is the accuracy of its iterations) [m]
 COAL_TOLERANCE = 1e-11
@@ -275,3 +275,46 @@ def test_sphere_outside_a_cylinder_is_coals_distance():
         assert np.abs(n[0] + np.asarray(res.normal)).max() <= 1e-9      # (coal's normal runs from a to b)
         checked += 1
     assert checked >= 150
+
+
+@pytest.mark.parametrize("h", [0.05, 0.02, -0.01])
+def test_an_ellipsoid_turned_about_x_over_a_plane_by_hand(h):
+    """Semi-axes (a, b, c) turned by theta about x, centre at height h + its support height over z = 0:
+    the lowest point lies ``L = sqrt((b sin theta)^2 + (c cos theta)^2)`` below the centre, ``(b^2 - c^2) sin
+    theta cos theta / L`` beside it along -y (the ellipse's point whose normal is -z); the distance is h."""
+    a, b, c, t = 0.07, 0.05, 0.03, 0.4
+    R = np.array([[1.0, 0.0, 0.0], [0.0, np.cos(t), -np.sin(t)], [0.0, np.sin(t), np.cos(t)]])
+    low = np.hypot(b * np.sin(t), c * np.cos(t))
+    centre = np.array([0.2, -0.1, h + low])
+    d, wa, wb, n = ellipsoid_plane(R[None], centre[None], np.array([[a, b, c]]), np.array([[0.0, 0.0, 1.0]]),
+                                   np.zeros((1, 3)))
+    assert abs(d[0] - h) <= 4e-16 and np.array_equal(n[0], [0.0, 0.0, 1.0])
+    assert abs(wa[0, 2] - h) <= 4e-16 and abs(wa[0, 0] - 0.2) <= 4e-16
+    assert abs(-(wa[0, 1] + 0.1) * low - (b * b - c * c) * np.sin(t) * np.cos(t)) <= 1e-15
+    assert np.abs(wb[0] - [wa[0, 0], wa[0, 1], 0.0]).max() <= 4e-16
+
+
+def test_an_ellipsoid_apart_from_a_plane_is_coals_distance():
+    # apart: coal's GJK (an ellipsoid against a half-space), at its tolerance of 1e-11
+    import coal
+    rng = np.random.default_rng(5)
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = 1e-11
+    checked = 0
+    for _ in range(200):
+        Qa, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        Qb, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        Ra, Rb = Qa * np.linalg.det(Qa), Qb * np.linalg.det(Qb)
+        pa, pb, radii = rng.uniform(-0.5, 0.5, 3), rng.uniform(-0.5, 0.5, 3), rng.uniform(0.02, 0.3, 3)
+        d, wa, wb, n = ellipsoid_plane(Ra[None], pa[None], radii[None], Rb[None, :, 2], pb[None])
+        if d[0] <= 1e-3:
+            continue                                   # (overlapping: by hand above)
+        res = coal.DistanceResult()
+        dc = coal.distance(coal.Ellipsoid(*radii), coal.Transform3s(Ra, pa), coal.Halfspace(np.array([0.0, 0.0, 1.0]),
+                           0.0), coal.Transform3s(Rb, pb), req, res)
+        assert abs(d[0] - dc) <= 1e-9, (d, dc)
+        assert np.abs(wa[0] - res.getNearestPoint1()).max() <= 1e-9
+        assert np.abs(wb[0] - res.getNearestPoint2()).max() <= 1e-9
+        assert np.abs(n[0] + np.asarray(res.normal)).max() <= 1e-9      # (coal's normal runs from a to b)
+        checked += 1
+    assert checked >= 60

@@ -199,6 +199,31 @@ def test_a1s_cylinders_on_a_world_box_take_this_road_with_the_contact_objects_da
     assert sum(x > 0 for x in on_step) >= 5
 
 
+def test_an_ellipsoid_on_a_floor_and_a_table_takes_this_road_with_the_contact_objects_data(native_backend,
+                                                                                          monkeypatch):
+    """A free ellipsoid (an egg, dm_control's CMU humanoid's and quadruped's shape) over a floor and beside a
+    table: its pair with the floor is a closed form's closest pair and its pair with the table coal's
+    (``hull_pairs``); a state's data come with no Contact object and equal those laid out from Contact
+    objects, some states on the floor and some on the table."""
+    from sparsedyn.model.spatial import Transform
+    from test_reduction import random_poses
+    b = sd.ModelBuilder("egg").add_body("egg", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3) * 0.01)
+    model = b.build().with_geometry(sd.Geometry("egg", 0, Transform(np.eye(3), np.zeros(3)), "ellipsoid",
+                                                (0.05, 0.04, 0.03), "collision"))
+
+    def scene():
+        return sd.Scene(model, world=[sd.Shape("plane", name="floor"),
+                                      sd.Shape("box", (0.2, 0.2, 0.05), placement=(np.eye(3), [0.15, 0.0, 0.025]),
+                                               name="table")])
+    fast, slow = scene(), scene()
+    assert np.array_equal(scene_data._mixed_plan(fast)[0].hulls, [0, 1])
+    rng = np.random.default_rng(13)
+    states = [(q, 0.3 * rng.standard_normal(6)) for q in random_poses(rng, 40, 0.15, (0.02, 0.1))]
+    assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 20
+    touched = {fast.pair_names[k][1] for q, _ in states for k in scene_data.scene_slot_data(fast, q)[0]}
+    assert touched == {"floor", "table"}
+
+
 def test_a_mesh_beside_a_world_mesh_and_a_ball_takes_this_road_with_the_contact_objects_data(native_backend,
                                                                                                monkeypatch):
     """The mesh prism on a floor beside a world prism (a rock) and a world ball: the prism's pairs with them

@@ -18,8 +18,8 @@ from .collision_coal import SAME_DEPTH
 from .reduction import mesh_plane_reduced
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
-           "sphere_cylinder", "box_plane", "cylinder_plane", "box_face_axis", "box_box", "box_box_face", "box_box_corners",
-           "capsule_box_ends", "mesh_plane", "CLOSED_FORM", "CLOSEST", "FEATURES"]
+           "sphere_cylinder", "ellipsoid_plane", "box_plane", "cylinder_plane", "box_face_axis", "box_box",
+           "box_box_face", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM", "CLOSEST", "FEATURES"]
 
 
 def _dot(x, y):
@@ -127,6 +127,18 @@ def _on_plane(x, r, nb, pb):
 def sphere_plane(ca, ra, nb, pb):
     """Sphere and the half-space below the plane through ``pb`` of unit normal ``nb``."""
     return _on_plane(ca, ra, nb, pb)
+
+
+def ellipsoid_plane(Ra, pa, radii, nb, pb):
+    """Ellipsoid of orientation ``Ra`` (k, 3, 3), centre ``pa`` and semi-axes ``radii`` (k, 3) (along its
+    frame's axes) and the plane through ``pb`` of unit normal ``nb``: one hit, the ellipsoid's point
+    farthest along ``-nb`` (its support point ``pa - Ra D^2 Ra^T nb / |D Ra^T nb|``, ``D = diag(radii)``)
+    and that point's projection on the plane; the signed distance ``nb . (pa - pb) - |D Ra^T nb|``."""
+    m = np.einsum("kji,kj->ki", Ra, nb) * radii                          # D R^T n
+    h = np.linalg.norm(m, axis=-1)
+    x = pa - np.einsum("kij,kj->ki", Ra, radii * m) / h[:, None]
+    d = _dot(pa - pb, nb) - h
+    return d, x, x - d[:, None] * nb, nb
 
 
 def capsule_plane(pa, ua, ha, ra, nb, pb):
@@ -516,6 +528,8 @@ CLOSEST = {
     # gives no normal at the centre)
     ("sphere", "cylinder"): (lambda Ra, pa, sa, Rb, pb, sb:
                              sphere_cylinder(pa, sa[:, 0], Rb, pb, sb[:, 1] / 2, sb[:, 0]), 1),
+    # (coal measures an ellipsoid against a half-space by GJK, to its tolerance)
+    ("ellipsoid", "plane"): (lambda Ra, pa, sa, Rb, pb, sb: ellipsoid_plane(Ra, pa, sa, _axis(Rb), pb), 1),
 }
 
 

@@ -3,14 +3,14 @@
 A robot's collision meshes are their convex hulls (:func:`~sparsedyn.contact.collision_coal.convex_geometry`);
 two of them (self-collision), or a hull and a sphere, capsule, cylinder or another robot's or the world's
 hull, have no closed form in the collision kernel: each such pair's one hit is coal's closest pair (GJK,
-then EPA where they overlap), as :func:`~sparsedyn.collide` finds it; a sphere and a cylinder's is a
-closed form (:data:`~sparsedyn.contact.closed_forms.CLOSEST`), collide's too.  :func:`hull_rows` gives these hits
-in the columns of :func:`~sparsedyn.collision_candidates_near` (one row a pair), so that a scene with
-such pairs (a mesh robot with self-collision, a world mesh or ball) lays out its contacts beside the
-kernel's candidates with no Contact object per hit (:func:`~sparsedyn.contact.scene_data.scene_slot_data`),
-and its step then runs in one native call after these queries.  (A robot mesh on a world box keeps
-the box's own road, the hull's patch on its face: :mod:`~sparsedyn.contact.mesh_box_step`; a cylinder on
-a world box is coal's closest pair, here.)
+then EPA where they overlap), as :func:`~sparsedyn.collide` finds it; a sphere and a cylinder's, and an
+ellipsoid and a plane's, are closed forms (:data:`~sparsedyn.contact.closed_forms.CLOSEST`), collide's too.
+:func:`hull_rows` gives these hits in the columns of :func:`~sparsedyn.collision_candidates_near` (one
+row a pair), so that a scene with such pairs (a mesh robot with self-collision, a world mesh or ball)
+lays out its contacts beside the kernel's candidates with no Contact object per hit
+(:func:`~sparsedyn.contact.scene_data.scene_slot_data`), and its step then runs in one native call after
+these queries.  (A robot mesh on a world box keeps the box's own road, the hull's patch on its face:
+:mod:`~sparsedyn.contact.mesh_box_step`; a cylinder on a world box is coal's closest pair, here.)
 The scene's broad phase (bounding spheres, then bounding boxes) leaves out the pairs farther apart
 than their cutoff: only the pairs near each other cost a query of coal.
 """
@@ -35,7 +35,7 @@ def hull_pairs(scene, ks) -> np.ndarray:
     """The scene pairs of ``ks`` (sorted, (K,)) whose one hit is the closest pair of two convex shapes:
     coal's (neither shape a plane, a height field or a flat mesh, which collides as triangles; not a
     mesh and a world box, the hull's patch on the box; the kinds no closed form's), or a closed form's
-    with no features beside it (a sphere and a cylinder:
+    with no features beside it (a sphere and a cylinder, an ellipsoid and a plane:
     :data:`~sparsedyn.contact.closed_forms.CLOSEST`, less :data:`~sparsedyn.contact.closed_forms.FEATURES`)."""
     shapes, out = scene.shapes, []
     for k, (i, j) in zip(np.asarray(ks, int).tolist(), scene.index[np.asarray(ks, int)].tolist()):
