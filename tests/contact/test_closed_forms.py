@@ -251,12 +251,24 @@ def test_sphere_in_a_cylinder_leaves_through_the_nearer_of_side_and_caps_by_hand
         assert np.abs(wa[0] - (ca[0] - 0.03 * nw[0])).max() <= 8e-15
 
 
+def _coals_distance(coal, ga, Ta, gb, Tb, hit):
+    """Asserts that ``hit`` ``(d, w_a, w_b, n)`` (one pair's, arrays of one row) is coal's ``distance``
+    between ``ga`` at ``Ta`` and ``gb`` at ``Tb`` (GJK at :data:`COAL_TOLERANCE`) to :data:`EXACT`."""
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = COAL_TOLERANCE
+    res = coal.DistanceResult()
+    dc = coal.distance(ga, Ta, gb, Tb, req, res)
+    d, wa, wb, n = hit
+    assert abs(d[0] - dc) <= EXACT, (d, dc)
+    assert np.abs(wa[0] - res.getNearestPoint1()).max() <= EXACT
+    assert np.abs(wb[0] - res.getNearestPoint2()).max() <= EXACT
+    assert np.abs(n[0] + np.asarray(res.normal)).max() <= EXACT      # (coal's normal runs from a to b)
+
+
 def test_sphere_outside_a_cylinder_is_coals_distance():
     # centres outside (beside the side, beyond a cap, beyond a rim): coal's GJK, which is right there
     import coal
     rng = np.random.default_rng(3)
-    req = coal.DistanceRequest()
-    req.gjk_tolerance = req.epa_tolerance = 1e-11
     checked = 0
     for _ in range(200):
         Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
@@ -265,14 +277,9 @@ def test_sphere_outside_a_cylinder_is_coals_distance():
         x = R.T @ (ca - p)
         if np.hypot(x[0], x[1]) <= rb and abs(x[2]) <= hb:
             continue                                   # inside: by hand above
-        res = coal.DistanceResult()
-        dc = coal.distance(coal.Sphere(ra), coal.Transform3s(np.eye(3), ca), coal.Cylinder(rb, 2 * hb),
-                           coal.Transform3s(R, p), req, res)
-        d, wa, wb, n = sphere_cylinder(ca[None], np.array([ra]), R[None], p[None], np.array([hb]), np.array([rb]))
-        assert abs(d[0] - dc) <= 1e-9, (d, dc)
-        assert np.abs(wa[0] - res.getNearestPoint1()).max() <= 1e-9
-        assert np.abs(wb[0] - res.getNearestPoint2()).max() <= 1e-9
-        assert np.abs(n[0] + np.asarray(res.normal)).max() <= 1e-9      # (coal's normal runs from a to b)
+        _coals_distance(coal, coal.Sphere(ra), coal.Transform3s(np.eye(3), ca), coal.Cylinder(rb, 2 * hb),
+                        coal.Transform3s(R, p), sphere_cylinder(ca[None], np.array([ra]), R[None], p[None],
+                                                                np.array([hb]), np.array([rb])))
         checked += 1
     assert checked >= 150
 
@@ -283,23 +290,22 @@ def test_an_ellipsoid_turned_about_x_over_a_plane_by_hand(h):
     the lowest point lies ``L = sqrt((b sin theta)^2 + (c cos theta)^2)`` below the centre, ``(b^2 - c^2) sin
     theta cos theta / L`` beside it along -y (the ellipse's point whose normal is -z); the distance is h."""
     a, b, c, t = 0.07, 0.05, 0.03, 0.4
+    bound = rounding_bound(16)                       # (a dozen operations on lengths below one)
     R = np.array([[1.0, 0.0, 0.0], [0.0, np.cos(t), -np.sin(t)], [0.0, np.sin(t), np.cos(t)]])
     low = np.hypot(b * np.sin(t), c * np.cos(t))
     centre = np.array([0.2, -0.1, h + low])
     d, wa, wb, n = ellipsoid_plane(R[None], centre[None], np.array([[a, b, c]]), np.array([[0.0, 0.0, 1.0]]),
                                    np.zeros((1, 3)))
-    assert abs(d[0] - h) <= 4e-16 and np.array_equal(n[0], [0.0, 0.0, 1.0])
-    assert abs(wa[0, 2] - h) <= 4e-16 and abs(wa[0, 0] - 0.2) <= 4e-16
-    assert abs(-(wa[0, 1] + 0.1) * low - (b * b - c * c) * np.sin(t) * np.cos(t)) <= 1e-15
-    assert np.abs(wb[0] - [wa[0, 0], wa[0, 1], 0.0]).max() <= 4e-16
+    assert abs(d[0] - h) <= bound and np.array_equal(n[0], [0.0, 0.0, 1.0])
+    assert abs(wa[0, 2] - h) <= bound and abs(wa[0, 0] - 0.2) <= bound
+    assert abs(-(wa[0, 1] + 0.1) * low - (b * b - c * c) * np.sin(t) * np.cos(t)) <= bound
+    assert np.abs(wb[0] - [wa[0, 0], wa[0, 1], 0.0]).max() <= bound
 
 
 def test_an_ellipsoid_apart_from_a_plane_is_coals_distance():
     # apart: coal's GJK (an ellipsoid against a half-space), at its tolerance of 1e-11
     import coal
     rng = np.random.default_rng(5)
-    req = coal.DistanceRequest()
-    req.gjk_tolerance = req.epa_tolerance = 1e-11
     checked = 0
     for _ in range(200):
         Qa, _ = np.linalg.qr(rng.normal(size=(3, 3)))
@@ -309,12 +315,7 @@ def test_an_ellipsoid_apart_from_a_plane_is_coals_distance():
         d, wa, wb, n = ellipsoid_plane(Ra[None], pa[None], radii[None], Rb[None, :, 2], pb[None])
         if d[0] <= 1e-3:
             continue                                   # (overlapping: by hand above)
-        res = coal.DistanceResult()
-        dc = coal.distance(coal.Ellipsoid(*radii), coal.Transform3s(Ra, pa), coal.Halfspace(np.array([0.0, 0.0, 1.0]),
-                           0.0), coal.Transform3s(Rb, pb), req, res)
-        assert abs(d[0] - dc) <= 1e-9, (d, dc)
-        assert np.abs(wa[0] - res.getNearestPoint1()).max() <= 1e-9
-        assert np.abs(wb[0] - res.getNearestPoint2()).max() <= 1e-9
-        assert np.abs(n[0] + np.asarray(res.normal)).max() <= 1e-9      # (coal's normal runs from a to b)
+        _coals_distance(coal, coal.Ellipsoid(*radii), coal.Transform3s(Ra, pa),
+                        coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0), coal.Transform3s(Rb, pb), (d, wa, wb, n))
         checked += 1
     assert checked >= 60
