@@ -195,7 +195,7 @@ def test_a1s_cylinders_on_a_world_box_take_this_road_with_the_contact_objects_da
     states = _held_states(slow, np.random.default_rng(6), 150, (0.06, 0.2), xy=((0.0, 0.8), (-0.5, 0.5)))
     assert len(states) >= 25
     assert _as_contact_objects_data(fast, slow, states, monkeypatch, most=8) >= 20
-    on_step = [np.isin(scene_data.scene_slot_data(fast, q)[0], cylinders).sum() for q, _ in states]
+    on_step = [np.isin(scene_data.scene_slot_data(fast, q.tolist())[0], cylinders).sum() for q, _ in states]
     assert sum(x > 0 for x in on_step) >= 5
 
 
@@ -220,8 +220,8 @@ def test_an_ellipsoid_on_a_floor_and_a_table_takes_this_road_with_the_contact_ob
     rng = np.random.default_rng(13)
     states = [(q, 0.3 * rng.standard_normal(6)) for q in random_poses(rng, 40, 0.15, (0.02, 0.1))]
     assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 20
-    touched = {fast.pair_names[k][1] for q, _ in states for k in scene_data.scene_slot_data(fast, q)[0]}
-    assert touched == {"floor", "table"}
+    touched = {fast.pair_names[k][1] for q, _ in states for k in scene_data.scene_slot_data(fast, q.tolist())[0]}
+    assert touched == {"floor", "table"}                          # (each state as a plain list, too)
 
 
 def test_a_mesh_beside_a_world_mesh_and_a_ball_takes_this_road_with_the_contact_objects_data(native_backend,
