@@ -283,6 +283,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, sto
         rng = np.random.default_rng(0)
         Q = np.repeat(q[None], BATCH, 0)
         Q[:, 7:] += 0.05 * rng.standard_normal((BATCH, model.nq - 7)) if model.nq > 7 else 0.0
+        Q = np.asarray(sd.normalize(model, Q))                              # (a second free body's quaternion)
         collision_candidates(model, Q, kp.shapes, kp.pairs)                 # builds the batch form
         times[f"collision kernel, {BATCH} states"] = best_us(
             lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20))
@@ -439,7 +440,7 @@ def _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat, states)
     both on a batch of MuJoCo's ``states`` ``(qpos, qvel)`` (the last of its settling) in one call each,
     per state, in a scene of their own (their slot layout)."""
     d = mujoco.MjData(m)
-    A, Bm = np.zeros((2 * m.nv, 2 * m.nv)), np.zeros((2 * m.nv, m.nu))
+    A, Bm = np.zeros((2 * m.nv + m.na, 2 * m.nv + m.na)), np.zeros((2 * m.nv + m.na, m.nu))   # (na: activations)
 
     def mj_fd():
         d.qpos[:], d.qvel[:] = qpos, qvel
@@ -565,7 +566,8 @@ CASES = {"box": lambda: (None, BOX, 200),
          "humanoid, limits held": lambda: (HUMANOID, None, 1500, True),    # a body per hinge, stopped
          "talos standing": lambda: (None, talos_xml(), 1),            # its soles on the floor
          "talos on the floor": lambda: (None, talos_xml(), 1500),     # fallen (no torque): lying
-         "talos on a box": lambda: (None, talos_xml(box=True), 1500)}  # fallen onto the box
+         "talos on a box": lambda: (None, talos_xml(box=True), 1500),  # fallen onto the box
+         "quadruped": lambda: (HUMANOID.parent / "quadruped.xml", None, 1500)}  # on its floor, its terrain under it
 
 
 if __name__ == "__main__":

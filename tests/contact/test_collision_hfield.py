@@ -45,3 +45,26 @@ def test_a_sphere_over_a_flat_field_is_its_height_less_its_radius():
         bound = rounding_bound(64)                                  # a triangle's plane from its corners
         assert len(d) == 1 and abs(d[0] - (z - 0.2)) <= bound
         assert np.abs(n - [0, 0, 1]).max() <= bound and np.abs(wb - [0.3, -0.1, 0.1]).max() <= bound
+
+
+def test_a_shape_is_measured_only_where_its_bounding_sphere_comes_within_its_cutoff():
+    """The ball of radius 0.1 over the flat field (surface at 0.1): with the cutoff 0.05 its centre at
+    0.2 + 0.049 has its hit (distance 0.049), at 0.2 + 0.051 none, and the broad test (``_near``: its
+    bounding sphere's lowest point against the highest grid point under it) leaves it out unmeasured;
+    off the field's edge by more than its radius, the cutoff and a cell, out as well.  A cutoff per pair: 0.04 leaves out
+    the hit 0.049 that 0.05 keeps."""
+    from sparsedyn.contact.collision_hfield import _near
+    scene = _scene("sphere", (0.1,))
+    k = next(i for i, pair in enumerate(scene.index) if "hfield" in {scene.shapes[j].kind for j in pair})
+    ball, field = scene.index[k]
+    R = np.stack([np.eye(3)] * len(scene.shapes))
+    bound = rounding_bound(64)
+    for z, hit in ((0.249, True), (0.251, False)):
+        p = np.zeros((len(scene.shapes), 3))
+        p[ball] = [0.3, -0.1, z]
+        got = hfield_pairs(scene, [k], R, p, 0.05)[1]
+        assert len(got) == hit and (not hit or abs(got[0] - 0.049) <= bound)
+        assert bool(_near(scene, field, np.array([ball]), np.eye(3)[None], p[ball][None], np.array([0.05]))) == hit
+        assert len(hfield_pairs(scene, [k], R, p, np.array([0.04]))[1]) == 0
+    p[ball] = [1.0 + 0.1 + 0.05 + 2 / 3 + 0.01, 0.0, 0.1]     # beyond the edge (sx = 1) by r, cut and a cell (2/3)
+    assert _near(scene, field, np.array([ball]), np.eye(3)[None], p[ball][None], np.array([0.05])) == []

@@ -1,6 +1,6 @@
 """A step's rows of robot meshes on world boxes (sparsedyn.contact.mesh_box_step): collide's road of
-those pairs, each pair's cutoff its look-ahead, beside pairs of no rows (the body's shapes on a height
-field laid on the box).
+those pairs, each pair's cutoff its look-ahead, beside pairs of no rows (the body's shapes on a flat world
+mesh laid on the box).
 
 Oracles: the general rows (``mesh_box_rows``: coal's ``distance`` per pair at the general road's
 request, the same patch routine, the columns from coal's witnesses); coal's signed distance between
@@ -27,7 +27,7 @@ from test_scene_fused import _python_road, _same
 
 BOUND = rounding_bound(16)
 DT = 1e-3
-#: A mat (a flat height field, a world shape: its pairs have no rows on this road) laid on the box's top
+#: A mat (a flat world mesh, two triangles: its pairs have no rows on this road) laid on the box's top
 #: face, its surface MAT [m] above it; and the body's ball 4 cm below the body's origin (among the meshes)
 MAT, LOW = 0.002, (0.0, 0.0, -0.04)
 
@@ -37,8 +37,8 @@ def _matted(near):
     from the box, the ball 1 m above the body (its pairs never near the box)."""
     turn = sd.spatial.rpy_to_rot(TURN)
     at = CENTRE + turn[:, 2] * BOX[2] / 2 if near else np.array([3.0, 0.0, 0.0])
-    mat = sd.Shape("hfield", (0.1, 0.1, 2 * MAT, 0.01), heights=np.full((3, 3), 0.5), placement=(turn, at),
-                   name="mat")
+    square = np.array([[-0.1, -0.1, MAT], [0.1, -0.1, MAT], [0.1, 0.1, MAT], [-0.1, 0.1, MAT]])
+    mat = sd.Shape("mesh", mesh=(square, np.array([[0, 1, 2], [0, 2, 3]])), placement=(turn, at), name="mat")
     return _scene(False, ball_offset=LOW if near else (0.0, 0.0, 1.0), extra=[mat])
 
 

@@ -388,3 +388,64 @@ def test_without_a_c_compiler_the_numpy_road_gives_the_rows(monkeypatch):
     for got in (first, again):
         assert np.array_equal(np.isfinite(got[:, 0]), rows)
         assert np.abs(got[rows] - want[rows]).max() <= rounding_bound(64)
+
+
+def _field_scene(heights, size=(0.6, 0.6, 0.06, 0.1)):
+    """Five free bodies, a sphere, a capsule, a box, a cylinder and a mesh prism, over a height field of
+    ``heights`` (each body's q from ``_field_states``)."""
+    from sparsedyn.model.spatial import Transform
+    from test_reduction import prism
+    shapes = [("sphere", (0.04,)), ("capsule", (0.03, 0.1)), ("box", (0.08, 0.06, 0.05)), ("cylinder", (0.035, 0.07)),
+              ("mesh", (1.0, 1.0, 1.0))]
+    b = sd.ModelBuilder("five")
+    for name, _ in shapes:
+        b.add_body(name, None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3) * 0.01)
+    model = b.build().with_geometry(*(sd.Geometry(name, i, Transform(np.eye(3), np.zeros(3)), name, s, "collision",
+                                                  **(dict(zip(("vertices", "faces"), prism())) if name == "mesh" else {}))
+                                      for i, (name, s) in enumerate(shapes)))
+    return sd.Scene(model, world=[sd.Shape("hfield", size, heights=heights, name="ground")], margin=0.01)
+
+
+def _field_states(rng, n):
+    """``n`` states ``(q, v)`` of :func:`_field_scene`'s bodies: each tipped up to 0.6 rad over its own
+    part of the field, its centre 0.02-0.09 m above the field's base level (its heights 0-0.06 m)."""
+    from test_reduction import random_poses
+    at = [(-0.35, -0.35), (0.35, -0.35), (-0.35, 0.35), (0.35, 0.35), (0.0, 0.0)]
+    return [(np.concatenate([x + [*c, 0, 0, 0, 0, 0] for x, c in zip(random_poses(rng, 5, 0.12, (0.02, 0.09)), at)]),
+             0.3 * rng.standard_normal(30)) for _ in range(n)]
+
+
+def test_shapes_on_a_height_field_take_this_road_with_the_contact_objects_data(native_backend, monkeypatch):
+    """A sphere, a capsule, a box, a cylinder and a mesh over a bumpy height field: their pairs with it
+    are rows of their hits (each feature's point on the surface, the grid points pressing into a box or
+    a capsule: ``collision_hfield.field_pairs``); a state's data come with no Contact object and equal
+    those laid out from Contact objects, each kind touching the field in some states."""
+    rng = np.random.default_rng(21)
+    heights = rng.uniform(0, 1, (13, 13))
+    fast, slow = _field_scene(heights), _field_scene(heights)
+    pairs, rows = scene_data._mixed_plan(fast)[0].fields
+    from test_reduction import SIDES
+    # features (the prism's: its two rings' corners, its caps' centres inside the hull), + 8 for a box's and
+    # a capsule's grid points
+    assert np.array_equal(rows, [1, 2 + 8, 8 + 8, 8, 2 * SIDES])
+    states = _field_states(rng, 40)
+    assert _as_contact_objects_data(fast, slow, states, monkeypatch, most=16) >= 30
+    touched = {fast.pair_names[k][0] for q, _ in states for k in scene_data.scene_slot_data(fast, q.tolist())[0]}
+    assert touched == {"sphere", "capsule", "box", "cylinder", "mesh"}   # (each state as a plain list, too)
+
+
+def test_more_grid_points_than_a_pairs_rows_take_the_contact_objects_road(native_backend):
+    """A box lying flat on a fine field of bumps (a grid point every 5 mm) is pressed by more grid points
+    than its rows hold: the rows road declines the state (the step lays out its contacts from Contact
+    objects), where a coarse field's are rows."""
+    from sparsedyn.contact.collision_hfield import hfield_rows
+    rng = np.random.default_rng(5)
+    fine = _field_scene(rng.uniform(0, 1, (241, 241)))
+    q = np.concatenate([[0.35 * (-1) ** (i % 2 + 1), 0.35 * (-1) ** (i // 2 + 1), 1.0, 0, 0, 0, 1] for i in range(5)])
+    q[14:17] = [-0.35, 0.35, 0.06 + 0.025 - 0.002]               # the box: its bottom 2 mm under the bumps' tops
+    R, p = sd.contact.collision.placements(fine, q)
+    fields = scene_data._mixed_plan(fine)[0].fields
+    cut = np.full(len(fine.index), fine.margin)
+    assert hfield_rows(fine, fields, R, p, cut) is None and scene_data.scene_slot_data(fine, q) is None
+    hits = sd.collide(fine, q)
+    assert sum(a == "box" for a, _ in hits.pairs) > 16

@@ -62,7 +62,7 @@ from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corn
 from .box_box_native import box_box_pairs, box_box_plan
 from .collision_coal import (COAL_TOLERANCE, SAME_DEPTH, SAME_POINT, _bounds, _coal, _coal_distance,  # noqa: F401
                              _coal_geometry, _hull_convex, _hull_vertices, closest_pair, convex_geometry, flat_mesh,
-                             mesh_vertices)
+                             mesh_vertices, one_per_point)
 from .collision_kernel import kernel_plan
 from .collision_near import near_call, near_rows
 from .collision_hfield import hfield_pairs
@@ -273,7 +273,7 @@ def _narrow(scene, plan, near, bounded, R, p, cutoff, margin, spin, out, patches
             if not world.all():
                 out.append(_coal_pairs(scene, ks[m][~world], R, p, margin, cutoff))
         elif "hfield" in key:
-            out.append(hfield_pairs(scene, ks[m], R, p, margin))
+            out.append(hfield_pairs(scene, ks[m], R, p, margin if cutoff is None else cutoff[ks[m]]))
         else:
             out.append(_coal_pairs(scene, ks[m], R, p, margin, cutoff))
 
@@ -482,26 +482,7 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
     k, d, wa, wb, n = (np.concatenate(x) for x in zip(*(list(blocks) + list(distinct))))
     keep = np.flatnonzero(d < (scene.margin if cutoff is None else cutoff[k]))
     keep, alone = np.split(keep, [np.searchsorted(keep, sum(len(b[0]) for b in blocks))])   # distinct's rows last
-    # one hit per point: coal's closest pair is often one of the closed-form corners (a repeated
-    # contact makes the contact problem degenerate); the deeper one is kept, of two as deep to within
-    # SAME_DEPTH the first (a box's corner and the same corner as a point of its contact polygon: their
-    # depths, two formulas', differ by a rounding, which must not choose)
-    if len(keep) > 1:
-        keep = keep[np.argsort(d[keep], kind="stable")]
-        seen: dict = {}                            # per key: its deepest row's depth, and its first row as deep
-        for i, key in enumerate(zip(k[keep].tolist(), map(tuple, np.round(wa[keep] / SAME_POINT).tolist()))):
-            got = seen.get(key)
-            if got is None:
-                seen[key] = (d[keep[i]], i)
-            elif d[keep[i]] <= got[0] + SAME_DEPTH and keep[i] < keep[got[1]]:
-                seen[key] = (got[0], i)
-        keep = np.sort(keep[[i for _, i in seen.values()]])
-        # (points a rounding apart may round to neighbouring multiples: one nearer than SAME_POINT to a deeper goes)
-        x, kk, dd = wa[keep], k[keep], d[keep]
-        tie = np.abs(dd[None] - dd[:, None]) <= SAME_DEPTH
-        near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \
-            ((~tie & (dd[None] < dd[:, None])) | (tie & (keep[None] < keep[:, None])))
-        keep = keep[~near.any(1)]
+    keep = one_per_point(k, d, wa, keep)
     keep = np.concatenate([keep, alone])
     keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]

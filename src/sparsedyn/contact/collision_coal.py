@@ -18,7 +18,7 @@ import numpy as np
 from ..model.topology import model_store
 
 __all__ = ["mesh_vertices", "flat_mesh", "convex_geometry", "closest_pair", "SAME_POINT", "COAL_TOLERANCE",
-           "SAME_DEPTH", "FLAT"]
+           "SAME_DEPTH", "FLAT", "one_per_point"]
 
 #: Hits of one pair whose witness points on ``a`` round to the same multiple of this [m] are one hit.
 SAME_POINT = 1e-7
@@ -27,6 +27,32 @@ SAME_POINT = 1e-7
 COAL_TOLERANCE = 1e-11
 SAME_DEPTH = 10 * COAL_TOLERANCE
 
+
+
+def one_per_point(k, d, wa, keep):
+    """The rows ``keep`` (sorted indices into the hits' pair ``k``, depth ``d`` and witness point on ``a``
+    ``wa`` (n, 3)) less those at the point of another hit of their pair: of hits whose ``wa`` round to
+    the same multiple of :data:`SAME_POINT`, or lie nearer than it, the deepest is kept, of two as deep
+    to within :data:`SAME_DEPTH` the first.  coal's closest pair is often one of the closed-form corners,
+    and a repeated contact makes the contact problem degenerate; a box's corner and the same corner as a
+    point of its contact polygon have depths, two formulas', a rounding apart, which must not choose."""
+    if len(keep) < 2:
+        return keep
+    keep = keep[np.argsort(d[keep], kind="stable")]
+    seen: dict = {}                                # per key: its deepest row's depth, and its first row as deep
+    for i, key in enumerate(zip(k[keep].tolist(), map(tuple, np.round(wa[keep] / SAME_POINT).tolist()))):
+        got = seen.get(key)
+        if got is None:
+            seen[key] = (d[keep[i]], i)
+        elif d[keep[i]] <= got[0] + SAME_DEPTH and keep[i] < keep[got[1]]:
+            seen[key] = (got[0], i)
+    keep = np.sort(keep[[i for _, i in seen.values()]])
+    # (points a rounding apart may round to neighbouring multiples: one nearer than SAME_POINT to a deeper goes)
+    x, kk, dd = wa[keep], k[keep], d[keep]
+    tie = np.abs(dd[None] - dd[:, None]) <= SAME_DEPTH
+    near = (np.linalg.norm(x[:, None] - x[None], axis=-1) < SAME_POINT) & (kk[:, None] == kk[None]) & \
+        ((~tie & (dd[None] < dd[:, None])) | (tie & (keep[None] < keep[:, None])))
+    return keep[~near.any(1)]
 
 def _geometry_key(shape):
     """What a shape's derived geometry depends on: its kind, size, mesh file, and digests of its vertices,

@@ -3,13 +3,20 @@ phase for such pairs; :mod:`~sparsedyn.contact.collision` for the hits' conventi
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .closed_forms import sphere_box, sphere_capsule
-from .collision_coal import SAME_DEPTH, _hull_vertices
+from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
+from .collision_near import NEAR_COLUMNS
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
 
-__all__ = ["hfield_pairs"]
+__all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
+
+#: Rows a box's or a capsule's pair with a height field keeps beside its features' for grid points pressing
+#: into it (a step with more falls back to the general road).
+GRID_ROWS = 8
 
 
 def _features(scene, k, up):
@@ -41,39 +48,89 @@ def _features(scene, k, up):
 
 
 def hfield_pairs(scene, ks, R, p, margin):
-    """Hits of pairs ``ks`` of a shape and a height field: each of the shape's features
-    (:func:`_features`) against the surface's triangles (:func:`~sparsedyn.contact.heightfield.points_on_hfield`), and, for a box
-    and a capsule, the grid points against the shape (a point against a box or a capsule, closed
-    forms) where one is deeper than every feature (a bump pressing into a face).  coal's
-    ``HeightField`` contacts are not used: coal 3.0 reports their depth as ``-|d|`` whichever the
-    side, and measures a cell as a prism whose side walls are not the surface."""
+    """Hits of pairs ``ks`` of a shape and a height field within ``margin`` (a number, or one per pair):
+    each of the shape's features (:func:`_features`) against the surface's triangles
+    (:func:`~sparsedyn.contact.heightfield.points_on_hfield`, the features of every pair on a field in
+    one call), and, for a box and a capsule, the grid points against the shape (a point against a box
+    or a capsule, closed forms) where one is deeper than every feature (a bump pressing into a face).
+    A shape whose bounding sphere lies higher than ``margin`` above every grid point under it has
+    none (:func:`_near`).  coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth
+    as ``-|d|`` whichever the side, and measures a cell as a prism whose side walls are not the surface."""
+    ks = np.asarray(ks, int).reshape(-1)
+    reach = np.broadcast_to(np.asarray(margin, float), ks.shape)
+    field = np.array([scene.shapes[i].kind == "hfield" for i in scene.index[ks, 0].tolist()], bool)
+    a, h = np.where(field, scene.index[ks, 1], scene.index[ks, 0]), np.where(field, scene.index[ks, 0],
+                                                                               scene.index[ks, 1])
     blocks = []
-    for k in ks:
-        i, j = scene.index[k]
-        swap = scene.shapes[i].kind == "hfield"
-        a, h = (j, i) if swap else (i, j)
-        hf = scene.shapes[h]
-        key = ("triangles", h)
-        if key not in scene.cache:
-            x, y, z = hfield_grid(hf.size, hf.heights)
-            X, Y = np.meshgrid(x, y)
-            scene.cache[key] = (hfield_triangles(hf.size, hf.heights), np.column_stack([X.ravel(), Y.ravel(),
-                                                                                         z.ravel()]))
-        triangles, grid = scene.cache[key]
-        Rl, pl = R[h].T @ R[a], R[h].T @ (p[a] - p[h])           # the shape in the height field's frame
-        C, r = _features(scene, a, Rl[2])                         # the field's z axis in the shape's frame
-        _, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, triangles, C @ Rl.T + pl, r, margin)
-        blocks_k = [(d, wa @ R[h].T + p[h], wb @ R[h].T + p[h], n @ R[h].T)]
-        pressed = _grid_points(scene, a, grid, Rl, pl, R[h], p[h], R[a], p[a], margin)
-        if pressed is not None:
-            dv, w1, w2, nv = pressed
-            keep = (dv < margin) & (dv < d.min(initial=np.inf) - SAME_DEPTH)
-            blocks_k.append((dv[keep], w1[keep], w2[keep], nv[keep]))
-        d, wa, wb, n = (np.concatenate(x) for x in zip(*blocks_k))
-        if swap:
-            wa, wb, n = wb, wa, -n
-        blocks.append((np.full(len(d), k), d, wa, wb, n))
+    for f in np.unique(h).tolist():
+        at = np.flatnonzero(h == f)
+        Rl, pl = R[f].T @ R[a[at]], (p[a[at]] - p[f]) @ R[f]      # the shapes in the height field's frame
+        near = _near(scene, f, a[at], Rl, pl, reach[at])
+        if not near:
+            continue
+        hf, (triangles, grid, z, _) = scene.shapes[f], _field(scene, f)
+        got = [_features(scene, a[at[i]], Rl[i, 2]) for i, _ in near]      # (the field's z in each shape's frame)
+        owner = np.repeat(np.arange(len(near)), [len(x[1]) for x in got])
+        C = np.concatenate([C @ Rl[i].T + pl[i] for (i, _), (C, _) in zip(near, got)]).reshape(-1, 3)
+        idx, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, triangles, C, np.concatenate([x[1] for x in got]),
+                                             reach[at][[i for i, _ in near]][owner])
+        lo, hi = np.searchsorted(owner[idx], np.arange(len(near))), np.searchsorted(owner[idx], np.arange(len(near)),
+                                                                                   "right")
+        for (i, window), s, e in zip(near, lo.tolist(), hi.tolist()):
+            k, cut, sa = ks[at[i]], reach[at[i]], a[at[i]]
+            blocks_k = [(d[s:e], wa[s:e] @ R[f].T + p[f], wb[s:e] @ R[f].T + p[f], n[s:e] @ R[f].T)]
+            i0, i1, j0, j1 = window
+            pressed = _grid_points(scene, sa, grid.reshape(z.shape + (3,))[i0:i1, j0:j1].reshape(-1, 3), Rl[i], pl[i],
+                                   R[f], p[f], R[sa], p[sa], cut)
+            if pressed is not None:
+                dv, w1, w2, nv = pressed
+                keep = (dv < cut) & (dv < d[s:e].min(initial=np.inf) - SAME_DEPTH)
+                blocks_k.append((dv[keep], w1[keep], w2[keep], nv[keep]))
+            dk, wak, wbk, nk = (np.concatenate(x) for x in zip(*blocks_k))
+            if field[at[i]]:
+                wak, wbk, nk = wbk, wak, -nk
+            blocks.append((np.full(len(dk), k), dk, wak, wbk, nk))
+    if not blocks:
+        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
     return tuple(np.concatenate(x) for x in zip(*blocks))
+
+
+def _field(scene, h):
+    """``(triangles (T, 3, 3), grid points (nrow ncol, 3), heights z (nrow, ncol), the highest)`` of
+    height field shape ``h`` in its frame, kept by the scene."""
+    key = ("triangles", h)
+    if key not in scene.cache:
+        hf = scene.shapes[h]
+        x, y, z = hfield_grid(hf.size, hf.heights)
+        X, Y = np.meshgrid(x, y)
+        scene.cache[key] = (hfield_triangles(hf.size, hf.heights), np.column_stack([X.ravel(), Y.ravel(), z.ravel()]), z,
+                            z.max())
+    return scene.cache[key]
+
+
+def _near(scene, h, a, Rl, pl, cut):
+    """``[(i, (i0, i1, j0, j1))]``: the shapes ``a`` (m,) (placed in height field ``h``'s frame by ``Rl``
+    (m, 3, 3), ``pl`` (m, 3)) that may have a hit within ``cut`` (m,) of the field, with the rows
+    ``i0:i1`` and columns ``j0:j1`` of the grid points within their bounding sphere and ``cut`` and a
+    cell of it in x and y.  The others have none: a bounding sphere (centre ``o``) more than ``cut``
+    above the highest of those grid points (every surface point and grid point that a feature's or a
+    grid point's hit can reach: the surface's triangles lie below their corners), first against the
+    field's highest point, or off the grid by as much."""
+    c, rad = _bounds(scene)
+    o, rb = np.einsum("mij,mj->mi", Rl, c[a]) + pl, rad[a]
+    (sx, sy, _, _), (_, _, z, top) = scene.shapes[h].size, _field(scene, h)
+    nrow, ncol = z.shape
+    dx, dy = 2 * sx / (ncol - 1), 2 * sy / (nrow - 1)
+    w = rb + cut + max(dx, dy)
+    maybe = (o[:, 0] + w >= -sx) & (o[:, 0] - w <= sx) & (o[:, 1] + w >= -sy) & (o[:, 1] - w <= sy) & \
+        (o[:, 2] - rb - top < cut)
+    out = []
+    for i, (x, y, h), r, wi, ci in zip(*(x[maybe].tolist() for x in (np.arange(len(a)), o, rb, w, cut))):
+        j0, j1 = (min(max(math.floor((x + sx + s * wi) / dx), 0), ncol - 1) for s in (-1, 1))
+        i0, i1 = (min(max(math.floor((y + sy + s * wi) / dy), 0), nrow - 1) for s in (-1, 1))
+        if h - r - z[i0:i1 + 2, j0:j1 + 2].max() < ci:
+            out.append((i, (i0, i1 + 2, j0, j1 + 2)))
+    return out
 
 
 def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa, margin):
@@ -92,3 +149,44 @@ def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa, margin):
         d, wv, ws, n = sphere_capsule(V, z, np.tile(pa, (m, 1)), np.tile(Ra[:, 2], (m, 1)), np.full(m, s.size[1] / 2),
                                       np.full(m, s.size[0]))
     return d, ws, wv, -n
+
+
+def field_pairs(scene, ks):
+    """``(pairs (F,), rows (F,))``: the scene pairs of ``ks`` (sorted) of a robot shape (its ``a``) and a
+    world height field, and the rows each takes in :func:`hfield_rows` (its features', and
+    :data:`GRID_ROWS` more for a box or a capsule)."""
+    out, rows = [], []
+    for k, (i, j) in zip(np.asarray(ks, int).tolist(), scene.index[np.asarray(ks, int)].tolist()):
+        a, b = scene.shapes[i], scene.shapes[j]
+        if b.kind == "hfield" and b.body < 0 and a.body >= 0 and a.kind != "hfield":
+            out.append(k)
+            rows.append(len(_features(scene, i, np.array([0.0, 0, 1]))[1]) + GRID_ROWS * (a.kind in ("box", "capsule")))
+    return np.array(out, int), np.array(rows, int)
+
+
+def hfield_rows(scene, fields, R, p, cut):
+    """The rows (sum of ``fields[1]``, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns ``[d, x
+    (3), n (3), w_a in a's body axes (3), n . w_b]``, world) of the pairs ``fields`` (:func:`field_pairs`)
+    with the shapes' world placements ``R`` (S, 3, 3), ``p`` (S, 3) and every scene pair's cutoff ``cut``
+    (P,) [m]: each pair's hits within its cutoff (:func:`hfield_pairs`, one per point as
+    :func:`~sparsedyn.collide` keeps them) in its first rows, the other rows' distance +inf; None where
+    a pair has more hits than its rows."""
+    pairs, counts = fields
+    out = np.zeros((int(counts.sum()), NEAR_COLUMNS))
+    out[:, 0] = np.inf
+    k, d, wa, wb, n = hfield_pairs(scene, pairs, R, p, cut[pairs])
+    keep = one_per_point(k, d, wa, np.flatnonzero(d < cut[k]))
+    keep = keep[np.argsort(k[keep], kind="stable")]
+    k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
+    at = np.searchsorted(pairs, k)
+    rank = np.arange(len(k)) - np.searchsorted(k, k)            # (each pair's hits in order)
+    if (rank >= counts[at]).any():
+        return None
+    row = (np.cumsum(counts) - counts)[at] + rank
+    i = scene.index[k, 0]
+    Rs = np.array([scene.shapes[x].R for x in i.tolist()]).reshape(-1, 3, 3)
+    ps = np.array([scene.shapes[x].p for x in i.tolist()]).reshape(-1, 3)
+    local = np.einsum("kji,kj->ki", R[i], wa - p[i])             # w_a in a's frame, then in its body's
+    out[row, 0], out[row, 1:4], out[row, 4:7] = d, (wa + wb) / 2, n
+    out[row, 7:10], out[row, 10] = np.einsum("kij,kj->ki", Rs, local) + ps, (n * wb).sum(1)
+    return out

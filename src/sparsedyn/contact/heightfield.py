@@ -49,74 +49,95 @@ def hfield_mesh(size, heights):
 
 
 def _closest_on_triangles(p, T):
-    """The closest point of each triangle ``T`` (m, 3, 3) to the point ``p`` (3,): (m, 3) (Ericson's
-    regions: a vertex, an edge or the face)."""
-    a, b, c = T[:, 0], T[:, 1], T[:, 2]
+    """The closest point of each triangle ``T`` (..., m, 3, 3) to the point ``p`` (..., 1, 3) or (3,):
+    (..., m, 3) (Ericson's regions: a vertex, an edge or the face)."""
+    a, b, c = T[..., 0, :], T[..., 1, :], T[..., 2, :]
     ab, ac, ap = b - a, c - a, p - a
-    d1, d2 = np.einsum("ki,ki->k", ab, ap), np.einsum("ki,ki->k", ac, ap)
+    d1, d2 = _dot(ab, ap), _dot(ac, ap)
     bp, cp = p - b, p - c
-    d3, d4 = np.einsum("ki,ki->k", ab, bp), np.einsum("ki,ki->k", ac, bp)
-    d5, d6 = np.einsum("ki,ki->k", ab, cp), np.einsum("ki,ki->k", ac, cp)
+    d3, d4 = _dot(ab, bp), _dot(ac, bp)
+    d5, d6 = _dot(ab, cp), _dot(ac, cp)
     va, vb, vc = d3 * d6 - d5 * d4, d5 * d2 - d1 * d6, d1 * d4 - d3 * d2
     with np.errstate(invalid="ignore", divide="ignore"):
         denom = 1.0 / (va + vb + vc)
-        face = a + (vb * denom)[:, None] * ab + (vc * denom)[:, None] * ac
-        on_ab = a + (d1 / (d1 - d3))[:, None] * ab
-        on_ac = a + (d2 / (d2 - d6))[:, None] * ac
-        on_bc = b + ((d4 - d3) / ((d4 - d3) + (d5 - d6)))[:, None] * (c - b)
+        face = a + (vb * denom)[..., None] * ab + (vc * denom)[..., None] * ac
+        on_ab = a + (d1 / (d1 - d3))[..., None] * ab
+        on_ac = a + (d2 / (d2 - d6))[..., None] * ac
+        on_bc = b + ((d4 - d3) / ((d4 - d3) + (d5 - d6)))[..., None] * (c - b)
     out = face
-    out = np.where(((va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0))[:, None], on_bc, out)
-    out = np.where(((vb <= 0) & (d2 >= 0) & (d6 <= 0))[:, None], on_ac, out)
-    out = np.where(((vc <= 0) & (d1 >= 0) & (d3 <= 0))[:, None], on_ab, out)
-    out = np.where(((d6 >= 0) & (d5 <= d6))[:, None], c, out)
-    out = np.where(((d3 >= 0) & (d4 <= d3))[:, None], b, out)
-    return np.where(((d1 <= 0) & (d2 <= 0))[:, None], a, out)
+    out = np.where(((va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0))[..., None], on_bc, out)
+    out = np.where(((vb <= 0) & (d2 >= 0) & (d6 <= 0))[..., None], on_ac, out)
+    out = np.where(((vc <= 0) & (d1 >= 0) & (d3 <= 0))[..., None], on_ab, out)
+    out = np.where(((d6 >= 0) & (d5 <= d6))[..., None], c, out)
+    out = np.where(((d3 >= 0) & (d4 <= d3))[..., None], b, out)
+    return np.where(((d1 <= 0) & (d2 <= 0))[..., None], a, out)
+
+
+def _dot(x, y):
+    """The dot products of the last axis, as three products summed in order."""
+    return x[..., 0] * y[..., 0] + x[..., 1] * y[..., 1] + x[..., 2] * y[..., 2]
+
+
+#: The most triangles measured at once (features times their windows' triangles): memory, not speed.
+_CHUNK = 1 << 16
 
 
 def points_on_hfield(size, heights, triangles, centres, radii, reach):
     """Spheres of ``centres`` (k, 3) and ``radii`` (k,) (in the height field's frame) against its
-    surface: ``(index, d, w_a, w_b, n)`` of those whose surface comes within ``reach`` of the sphere
-    (``d < reach``): ``d`` signed (negative: the centre is below the surface, or the sphere
-    reaches into it), ``w_b`` the closest point of the surface, ``n`` the unit normal from the
-    height field towards the sphere, ``w_a = centre - r n``."""
+    surface: ``(index, d, w_a, w_b, n)`` of those whose surface comes within ``reach`` (a number, or
+    (k,) one per sphere) of the sphere (``d < reach``): ``d`` signed (negative: the centre is below the
+    surface, or the sphere reaches into it), ``w_b`` the closest point of the surface, ``n`` the unit
+    normal from the height field towards the sphere, ``w_a = centre - r n``.  Each sphere is measured
+    against the triangles of the cells within ``r + reach`` and a cell of it (where the closest point
+    may lie), all spheres at once, their windows padded to the largest by repeating an edge cell."""
     x, y, z = hfield_grid(size, heights)
     nrow, ncol = z.shape
     dx, dy = x[1] - x[0], y[1] - y[0]
-    out = []
-    for k, (c, r) in enumerate(zip(np.asarray(centres, float), np.asarray(radii, float))):
-        w = r + reach + max(dx, dy)                               # the cells that may hold the closest point
-        j0, j1 = (np.clip(np.floor((c[0] + size[0] + np.array([-w, w])) / dx), 0, ncol - 2)).astype(int)
-        i0, i1 = (np.clip(np.floor((c[1] + size[1] + np.array([-w, w])) / dy), 0, nrow - 2)).astype(int)
-        if c[0] + w < -size[0] or c[0] - w > size[0] or c[1] + w < -size[1] or c[1] - w > size[1]:
-            continue
-        cells = (np.arange(i0, i1 + 1)[:, None] * (ncol - 1) + np.arange(j0, j1 + 1)[None, :]).reshape(-1)
-        tri = np.concatenate([2 * cells, 2 * cells + 1])
-        q = _closest_on_triangles(c, triangles[tri])
-        D2 = np.einsum("ki,ki->k", c - q, c - q)
-        m = int(np.argmin(D2))
-        wb, D = q[m], float(np.sqrt(D2[m]))
-        below = _below(c, x, y, z, size)
-        T = triangles[tri[m]]
-        face_n = np.cross(T[1] - T[0], T[2] - T[0])
-        face_n /= np.linalg.norm(face_n)
-        n = face_n if D <= 1e-12 * max(1.0, np.abs(c).max()) else ((wb - c) if below else (c - wb)) / D
-        d = (-D if below else D) - r
-        if d < reach:
-            out.append((k, d, c - r * n, wb, n))
-    if not out:
-        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
-    k, d, wa, wb, n = zip(*out)
-    return np.array(k), np.array(d), np.array(wa), np.array(wb), np.array(n)
+    C, r = np.asarray(centres, float).reshape(-1, 3), np.asarray(radii, float).reshape(-1)
+    reach = np.broadcast_to(np.asarray(reach, float), r.shape)
+    w = r + reach + max(dx, dy)                                   # the cells that may hold the closest point
+    k = np.flatnonzero((C[:, 0] + w >= -size[0]) & (C[:, 0] - w <= size[0]) & (C[:, 1] + w >= -size[1]) &
+                       (C[:, 1] - w <= size[1]))
+    C, r, w, reach = C[k], r[k], w[k], reach[k]
+    if not len(k):
+        return k, np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
+    j0, j1 = (np.clip(np.floor((C[:, 0] + size[0] + s * w) / dx), 0, ncol - 2).astype(int) for s in (-1, 1))
+    i0, i1 = (np.clip(np.floor((C[:, 1] + size[1] + s * w) / dy), 0, nrow - 2).astype(int) for s in (-1, 1))
+    ni, nj = int((i1 - i0).max(initial=0)) + 1, int((j1 - j0).max(initial=0)) + 1
+    I = np.minimum(i0[:, None] + np.arange(ni), i1[:, None])      # (a cell repeated: the same triangles)
+    J = np.minimum(j0[:, None] + np.arange(nj), j1[:, None])
+    cells = (I[:, :, None] * (ncol - 1) + J[:, None, :]).reshape(len(k), -1)
+    tri = np.concatenate([2 * cells, 2 * cells + 1], 1)           # (k, T): each cell's lower triangles, then upper
+    wb, D2, m = np.zeros((len(k), 3)), np.zeros(len(k)), np.zeros(len(k), int)
+    step = max(1, _CHUNK // max(1, tri.shape[1]))
+    for s in range(0, len(k), step):
+        Q = _closest_on_triangles(C[s:s + step, None], triangles[tri[s:s + step]])
+        E = _dot(C[s:s + step, None] - Q, C[s:s + step, None] - Q)
+        m[s:s + step] = np.argmin(E, 1)
+        wb[s:s + step] = np.take_along_axis(Q, m[s:s + step, None, None], 1)[:, 0]
+        D2[s:s + step] = np.take_along_axis(E, m[s:s + step, None], 1)[:, 0]
+    D = np.sqrt(D2)
+    below = _below(C, x, y, z, size)
+    T = triangles[np.take_along_axis(tri, m[:, None], 1)[:, 0]]
+    face_n = np.cross(T[:, 1] - T[:, 0], T[:, 2] - T[:, 0])
+    face_n /= np.linalg.norm(face_n, axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        away = np.where(below[:, None], wb - C, C - wb) / D[:, None]
+    n = np.where((D <= 1e-12 * np.maximum(1.0, np.abs(C).max(1, initial=0)))[:, None], face_n, away)
+    d = np.where(below, -D, D) - r
+    hit = d < reach
+    return k[hit], d[hit], (C - r[:, None] * n)[hit], wb[hit], n[hit]
 
 
-def _below(c, x, y, z, size):
-    """Whether the point ``c`` is inside the solid: over the grid, below its surface and above the base."""
-    if not (-size[0] <= c[0] <= size[0] and -size[1] <= c[1] <= size[1]) or c[2] < -size[3]:
-        return False
+def _below(C, x, y, z, size):
+    """Whether each point of ``C`` (k, 3) is inside the solid: over the grid, below its surface and above
+    the base."""
     dx, dy = x[1] - x[0], y[1] - y[0]
-    j = min(int((c[0] - x[0]) / dx), len(x) - 2)
-    i = min(int((c[1] - y[0]) / dy), len(y) - 2)
-    u, v = (c[0] - x[j]) / dx, (c[1] - y[i]) / dy                 # in the cell, [0, 1]^2
+    over = (-size[0] <= C[:, 0]) & (C[:, 0] <= size[0]) & (-size[1] <= C[:, 1]) & (C[:, 1] <= size[1]) & \
+        (C[:, 2] >= -size[3])
+    j = np.clip(((C[:, 0] - x[0]) / dx).astype(int), 0, len(x) - 2)
+    i = np.clip(((C[:, 1] - y[0]) / dy).astype(int), 0, len(y) - 2)
+    u, v = (C[:, 0] - x[j]) / dx, (C[:, 1] - y[i]) / dy              # in the cell, [0, 1]^2
     za, zb, zc, zd = z[i, j], z[i, j + 1], z[i + 1, j + 1], z[i + 1, j]
-    h = za + u * (zb - za) + v * (zc - zb) if u >= v else za + u * (zc - zd) + v * (zd - za)
-    return c[2] < h
+    h = np.where(u >= v, za + u * (zb - za) + v * (zc - zb), za + u * (zc - zd) + v * (zd - za))
+    return over & (C[:, 2] < h)

@@ -23,6 +23,7 @@ from .box_box_native import ROWS, box_box_available, box_box_hits, box_box_plan
 from .box_box_road import box_box_poses, box_box_road_hits
 from .box_box_step import box_box_step_rows, one_state
 from .collision import _bounds, mesh_vertices, placements
+from .collision_hfield import field_pairs, hfield_rows
 from .collision_kernel import kernel_plan
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, near_rows
 from .data_slots import data_slot_base, data_slot_count
@@ -97,21 +98,24 @@ class _Mixed:
     ``kernel``: the kernel plan; ``mesh``: the mesh-plane pairs' constants, :func:`_mesh_plan`, or
     None; ``boxes``: the mesh-box pairs (B,); ``others``: robot-world pairs of no rows, refused where
     near, :func:`~sparsedyn.contact.mesh_box_step.mesh_box_step_rows`), then one row per pair of two
-    convex shapes that coal measures (``hulls`` (H,): :func:`~sparsedyn.contact.hull_pairs.hull_pairs`)."""
+    convex shapes that coal measures (``hulls`` (H,): :func:`~sparsedyn.contact.hull_pairs.hull_pairs`), then
+    each robot shape's rows on a world height field (``fields``:
+    :func:`~sparsedyn.contact.collision_hfield.field_pairs`)."""
 
-    def __init__(self, kernel, mesh, boxes=np.zeros(0, int), bb=None, others=np.zeros(0, int), hulls=np.zeros(0, int)):
+    def __init__(self, kernel, mesh, boxes=np.zeros(0, int), bb=None, others=np.zeros(0, int), hulls=np.zeros(0, int),
+                 fields=(np.zeros(0, int), np.zeros(0, int))):
         self.kernel, self.mesh, self.boxes, self.bb, self.others = kernel, mesh, boxes, bb, others
-        self.hulls = hulls
+        self.hulls, self.fields = hulls, fields
         per = [np.repeat(mesh["pairs"], MAX_PATCH_POINTS)] if mesh is not None else []
         per.append(np.repeat(boxes, MAX_PATCH_POINTS))
         if bb is not None:                                 # then box_box_native.ROWS per pair of two boxes
             per.append(np.repeat(bb.pair, ROWS))
-        per.append(hulls)
+        per += [hulls, np.repeat(*fields)]
         self.pair = np.concatenate(([kernel.pair] if kernel.pairs else []) + per)
         # with pairs of two boxes, meshes on boxes or coal's pairs, the rows by pair (collide's order of the
         # hits: a step's contacts are then in the order of the NumPy road's); None: as they are
         self.order = None
-        if bb is not None or len(boxes) or len(hulls):
+        if bb is not None or len(boxes) or len(hulls) or len(fields[0]):
             order = np.argsort(self.pair, kind="stable")
             if not np.array_equal(order, np.arange(len(order))):
                 self.order, self.pair = order, self.pair[order]
@@ -134,13 +138,14 @@ def _mixed_plan(scene):
         planes = rest[_robot_meshes_on(scene, rest, "plane")]
         others = np.setdiff1d(rest, planes)
         hulls = hull_pairs(scene, others)                 # (a cylinder on a world box too: coal's closest pair)
-        others = np.setdiff1d(others, hulls)
+        fields = field_pairs(scene, others)               # (a robot shape on a world height field)
+        others = np.setdiff1d(others, np.concatenate([hulls, fields[0]]))
         mesh = _mesh_plan(scene, planes) if len(planes) else None
         plan = None
         world = all(min(scene.shapes[i].body, scene.shapes[j].body) < 0 for i, j in scene.index[others].tolist())
-        if (mesh is not None or len(boxes) or bb is not None or len(hulls)) and \
+        if (mesh is not None or len(boxes) or bb is not None or len(hulls) or len(fields[0])) and \
                 (not len(others) or (len(boxes) and world)):
-            mixed = _Mixed(kp, mesh, boxes, bb, others, hulls)
+            mixed = _Mixed(kp, mesh, boxes, bb, others, hulls, fields)
             plan = _keyed(scene, kp, mixed.pair)
             plan = None if plan is None else (mixed,) + plan[1:]
         scene.cache[key] = plan
@@ -420,7 +425,7 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
         scene, mesh, q, cut[..., mesh["pairs"]], None if spin is None else spin[..., mesh["pairs"], :], look)] \
         if mesh is not None else []
     boxes, others, bb_near = mixed.boxes, mixed.others, True
-    if len(boxes) or not (rows or len(mixed.hulls)):       # (no mesh-box pair: the mesh-plane or coal's rows alone)
+    if len(boxes) or not (rows or len(mixed.hulls) or len(mixed.fields[0])):   # (else those rows alone)
         got = [mesh_box_step_rows(scene, boxes, others, mixed.bb, x, c) for x, c in ([(q, cut)] if not lead else
                                                                                    zip(q, cut))]
         if any(x is None for x in got):
@@ -431,10 +436,14 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     if mixed.bb is not None:
         rows.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]) if bb_near else
                     np.full(lead + (len(mixed.bb.pair) * ROWS, NEAR_COLUMNS), np.inf))
-    if len(mixed.hulls):                                   # (coal's pairs: state by state)
-        got = [hull_rows(scene, mixed.hulls, *placements(scene, x), np.ascontiguousarray(c)) for x, c in
-               ([(q, cut)] if not lead else zip(q, cut))]
-        rows.append(got[0] if not lead else np.stack(got))
+    for rows_of, pairs, n in ((hull_rows, mixed.hulls, len(mixed.hulls)), (hfield_rows, mixed.fields,
+                                                                             len(mixed.fields[0]))):
+        if n:                                              # (coal's pairs and the height fields': state by state)
+            got = [rows_of(scene, pairs, *placements(scene, x), np.ascontiguousarray(c)) for x, c in
+                   ([(q, cut)] if not lead else zip(q, cut))]
+            if any(x is None for x in got):
+                return None                                # (a pair with more hits than its rows)
+            rows.append(got[0] if not lead else np.stack(got))
     rows = rows[0] if len(rows) == 1 else np.concatenate(rows, -2)
     if kp.pairs:
         rows = np.concatenate([near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS)), rows], -2)
