@@ -64,7 +64,7 @@ def test_a_shape_is_measured_only_where_its_bounding_sphere_comes_within_its_cut
         p[ball] = [0.3, -0.1, z]
         got = hfield_pairs(scene, [k], R, p, 0.05)[1]
         assert len(got) == hit and (not hit or abs(got[0] - 0.049) <= bound)
-        assert bool(_near(scene, field, np.array([ball]), np.eye(3)[None], p[ball][None], np.array([0.05]))) == hit
+        assert bool(_near(scene, field, np.array([ball]), R, p, np.array([0.05]))) == hit
         assert len(hfield_pairs(scene, [k], R, p, np.array([0.04]))[1]) == 0
     p[ball] = [1.0 + 0.1 + 0.05 + 2 / 3 + 0.01, 0.0, 0.1]     # beyond the edge (sx = 1) by r, cut and a cell (2/3)
-    assert _near(scene, field, np.array([ball]), np.eye(3)[None], p[ball][None], np.array([0.05])) == []
+    assert _near(scene, field, np.array([ball]), R, p, np.array([0.05])) == []

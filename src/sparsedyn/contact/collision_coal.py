@@ -38,6 +38,9 @@ def one_per_point(k, d, wa, keep):
     point of its contact polygon have depths, two formulas', a rounding apart, which must not choose."""
     if len(keep) < 2:
         return keep
+    x, kk = wa[keep], k[keep]
+    if ((np.abs(x[:, None] - x[None]).max(-1) < 2 * SAME_POINT) & (kk[:, None] == kk[None])).sum() == len(keep):
+        return keep                                # (no two hits of a pair within 2 SAME_POINT: none goes)
     keep = keep[np.argsort(d[keep], kind="stable")]
     seen: dict = {}                                # per key: its deepest row's depth, and its first row as deep
     for i, key in enumerate(zip(k[keep].tolist(), map(tuple, np.round(wa[keep] / SAME_POINT).tolist()))):

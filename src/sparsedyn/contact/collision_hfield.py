@@ -1,5 +1,7 @@
-"""A shape against a height field in a :class:`~sparsedyn.Scene` (:func:`hfield_pairs`, collide's narrow
-phase for such pairs; :mod:`~sparsedyn.contact.collision` for the hits' conventions)."""
+"""A shape against a height field in a :class:`~sparsedyn.Scene`: :func:`hfield_pairs`, collide's narrow
+phase for such pairs (:mod:`~sparsedyn.contact.collision` for the hits' conventions), and
+:func:`hfield_rows`, the same hits as rows of a step's contact data (a robot's shapes on a world
+height field: :func:`field_pairs`), so that such a scene steps in one native call after them."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ import math
 
 import numpy as np
 
+from ..kernels import use_backend
 from .closed_forms import sphere_box, sphere_capsule
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
 from .collision_near import NEAR_COLUMNS
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
+from .heightfield_c import field_grid, points_on_hfield_c
 
 __all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
 
@@ -51,79 +55,93 @@ def hfield_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` of a shape and a height field within ``margin`` (a number, or one per pair):
     each of the shape's features (:func:`_features`) against the surface's triangles
     (:func:`~sparsedyn.contact.heightfield.points_on_hfield`, the features of every pair on a field in
-    one call), and, for a box and a capsule, the grid points against the shape (a point against a box
+    one call: C where built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and, for a box and a capsule, the grid points against the shape (a point against a box
     or a capsule, closed forms) where one is deeper than every feature (a bump pressing into a face).
     A shape whose bounding sphere lies higher than ``margin`` above every grid point under it has
     none (:func:`_near`).  coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth
     as ``-|d|`` whichever the side, and measures a cell as a prism whose side walls are not the surface."""
     ks = np.asarray(ks, int).reshape(-1)
-    reach = np.broadcast_to(np.asarray(margin, float), ks.shape)
-    field = np.array([scene.shapes[i].kind == "hfield" for i in scene.index[ks, 0].tolist()], bool)
-    a, h = np.where(field, scene.index[ks, 1], scene.index[ks, 0]), np.where(field, scene.index[ks, 0],
-                                                                               scene.index[ks, 1])
+    reach = np.asarray(margin, float)
+    reach = np.full(len(ks), float(reach)) if reach.ndim == 0 else reach.reshape(-1)
+    field, a, groups = _plan(scene, ks)
     blocks = []
-    for f in np.unique(h).tolist():
-        at = np.flatnonzero(h == f)
-        Rl, pl = R[f].T @ R[a[at]], (p[a[at]] - p[f]) @ R[f]      # the shapes in the height field's frame
-        near = _near(scene, f, a[at], Rl, pl, reach[at])
+    for f, at in groups:
+        near = _near(scene, f, a[at], R, p, reach[at])
         if not near:
             continue
-        hf, (triangles, grid, z, _) = scene.shapes[f], _field(scene, f)
-        got = [_features(scene, a[at[i]], Rl[i, 2]) for i, _ in near]      # (the field's z in each shape's frame)
-        owner = np.repeat(np.arange(len(near)), [len(x[1]) for x in got])
-        C = np.concatenate([C @ Rl[i].T + pl[i] for (i, _), (C, _) in zip(near, got)]).reshape(-1, 3)
-        idx, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, triangles, C, np.concatenate([x[1] for x in got]),
-                                             reach[at][[i for i, _ in near]][owner])
-        lo, hi = np.searchsorted(owner[idx], np.arange(len(near))), np.searchsorted(owner[idx], np.arange(len(near)),
-                                                                                   "right")
-        for (i, window), s, e in zip(near, lo.tolist(), hi.tolist()):
-            k, cut, sa = ks[at[i]], reach[at[i]], a[at[i]]
-            blocks_k = [(d[s:e], wa[s:e] @ R[f].T + p[f], wb[s:e] @ R[f].T + p[f], n[s:e] @ R[f].T)]
-            i0, i1, j0, j1 = window
-            pressed = _grid_points(scene, sa, grid.reshape(z.shape + (3,))[i0:i1, j0:j1].reshape(-1, 3), Rl[i], pl[i],
-                                   R[f], p[f], R[sa], p[sa], cut)
-            if pressed is not None:
-                dv, w1, w2, nv = pressed
-                keep = (dv < cut) & (dv < d[s:e].min(initial=np.inf) - SAME_DEPTH)
-                blocks_k.append((dv[keep], w1[keep], w2[keep], nv[keep]))
-            dk, wak, wbk, nk = (np.concatenate(x) for x in zip(*blocks_k))
-            if field[at[i]]:
-                wak, wbk, nk = wbk, wak, -nk
-            blocks.append((np.full(len(dk), k), dk, wak, wbk, nk))
+        at = at[[i for i, _ in near]]                              # (the pairs near the field)
+        sa, cut_k = a[at], reach[at]
+        Rl, pl = R[f].T @ R[sa], (p[sa] - p[f]) @ R[f]            # the shapes in the height field's frame
+        hf, (triangles, grid, z, _, table) = scene.shapes[f], _field(scene, f)
+        got = [_features(scene, x, Rl[t, 2]) for t, x in enumerate(sa.tolist())]   # (the field's z in its frame)
+        owner = np.repeat(np.arange(len(at)), [len(x[1]) for x in got])
+        C = np.concatenate([C @ Rl[t].T + pl[t] for t, (C, _) in enumerate(got)]).reshape(-1, 3)
+        r, cut = np.concatenate([x[1] for x in got]), cut_k[owner]
+        hits = None if use_backend.current() == "numpy" else points_on_hfield_c(table, C, r, cut)
+        idx, d, wa, wb, n = hits or points_on_hfield(hf.size, hf.heights, triangles, C, r, cut)
+        pair, flip = ks[at][owner[idx]], field[at][owner[idx]][:, None]
+        wa, wb, n = wa @ R[f].T + p[f], wb @ R[f].T + p[f], n @ R[f].T              # (world)
+        wa, wb, n = np.where(flip, wb, wa), np.where(flip, wa, wb), np.where(flip, -n, n)
+        pressing = np.array([scene.shapes[x].kind in ("box", "capsule") for x in sa.tolist()], bool)
+        plain = ~pressing[owner[idx]]
+        blocks.append((pair[plain], d[plain], wa[plain], wb[plain], n[plain]))
+        lo, hi = (np.searchsorted(owner[idx], np.arange(len(at)), side) for side in ("left", "right"))
+        for t in np.flatnonzero(pressing).tolist():      # a box's or a capsule's grid points after its features
+            (i0, i1, j0, j1), s, e, x = near[t][1], lo[t], hi[t], sa[t]
+            dv, w1, w2, nv = _grid_points(scene, x, grid.reshape(z.shape + (3,))[i0:i1, j0:j1].reshape(-1, 3), Rl[t],
+                                          pl[t], R[f], p[f], R[x], p[x], cut_k[t])
+            keep = (dv < cut_k[t]) & (dv < d[s:e].min(initial=np.inf) - SAME_DEPTH)
+            w1, w2, nv = (w2, w1, -nv) if field[at[t]] else (w1, w2, nv)
+            blocks.append((np.full(e - s + int(keep.sum()), ks[at[t]]), np.r_[d[s:e], dv[keep]],
+                           *(np.concatenate([u[s:e], y[keep]]) for u, y in ((wa, w1), (wb, w2), (n, nv)))))
     if not blocks:
         return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
     return tuple(np.concatenate(x) for x in zip(*blocks))
 
 
+def _plan(scene, ks):
+    """``(field first (K,) bool, the shape of each pair (K,), [(height field, its pairs' positions in ks)])``
+    of the pairs ``ks`` (K,), kept by the scene."""
+    key = ("hfield pairs", ks.tobytes())
+    got = scene.cache.get(key)
+    if got is None:
+        field = np.array([scene.shapes[i].kind == "hfield" for i in scene.index[ks, 0].tolist()], bool)
+        a, h = (np.where(field, scene.index[ks, x], scene.index[ks, 1 - x]) for x in (1, 0))
+        got = scene.cache[key] = (field, a, [(f, np.flatnonzero(h == f)) for f in np.unique(h).tolist()])
+    return got
+
+
 def _field(scene, h):
-    """``(triangles (T, 3, 3), grid points (nrow ncol, 3), heights z (nrow, ncol), the highest)`` of
-    height field shape ``h`` in its frame, kept by the scene."""
+    """``(triangles (T, 3, 3), grid points (nrow ncol, 3), heights z (nrow, ncol), the highest, the grid as
+    the C routine takes it)`` of height field shape ``h`` in its frame, kept by the scene."""
     key = ("triangles", h)
     if key not in scene.cache:
         hf = scene.shapes[h]
         x, y, z = hfield_grid(hf.size, hf.heights)
         X, Y = np.meshgrid(x, y)
         scene.cache[key] = (hfield_triangles(hf.size, hf.heights), np.column_stack([X.ravel(), Y.ravel(), z.ravel()]), z,
-                            z.max())
+                            z.max(), field_grid(x, y, z, hf.size))
     return scene.cache[key]
 
 
-def _near(scene, h, a, Rl, pl, cut):
-    """``[(i, (i0, i1, j0, j1))]``: the shapes ``a`` (m,) (placed in height field ``h``'s frame by ``Rl``
-    (m, 3, 3), ``pl`` (m, 3)) that may have a hit within ``cut`` (m,) of the field, with the rows
-    ``i0:i1`` and columns ``j0:j1`` of the grid points within their bounding sphere and ``cut`` and a
-    cell of it in x and y.  The others have none: a bounding sphere (centre ``o``) more than ``cut``
-    above the highest of those grid points (every surface point and grid point that a feature's or a
-    grid point's hit can reach: the surface's triangles lie below their corners), first against the
-    field's highest point, or off the grid by as much."""
+def _near(scene, h, a, R, p, cut):
+    """``[(i, (i0, i1, j0, j1))]``: of the shapes ``a`` (m,) (world placements ``R`` (S, 3, 3), ``p`` (S,
+    3)), those that may have a hit within ``cut`` (m,) of height field ``h``, with the rows ``i0:i1``
+    and columns ``j0:j1`` of the grid points within their bounding sphere and ``cut`` and a cell of it
+    in x and y.  The others have none: a bounding sphere (centre ``o`` in the field's frame) more than
+    ``cut`` above the highest of those grid points (every surface point and grid point that a
+    feature's or a grid point's hit can reach: the surface's triangles lie below their corners), first
+    against the field's highest point, or off the grid by as much."""
     c, rad = _bounds(scene)
-    o, rb = np.einsum("mij,mj->mi", Rl, c[a]) + pl, rad[a]
-    (sx, sy, _, _), (_, _, z, top) = scene.shapes[h].size, _field(scene, h)
+    o, rb = (p[a] + np.einsum("mij,mj->mi", R[a], c[a]) - p[h]) @ R[h], rad[a]
+    (sx, sy, _, _), (_, _, z, top, _) = scene.shapes[h].size, _field(scene, h)
+    maybe = o[:, 2] - rb - top < cut
+    if not maybe.any():
+        return []
     nrow, ncol = z.shape
     dx, dy = 2 * sx / (ncol - 1), 2 * sy / (nrow - 1)
     w = rb + cut + max(dx, dy)
-    maybe = (o[:, 0] + w >= -sx) & (o[:, 0] - w <= sx) & (o[:, 1] + w >= -sy) & (o[:, 1] - w <= sy) & \
-        (o[:, 2] - rb - top < cut)
+    maybe &= (o[:, 0] + w >= -sx) & (o[:, 0] - w <= sx) & (o[:, 1] + w >= -sy) & (o[:, 1] - w <= sy)
     out = []
     for i, (x, y, h), r, wi, ci in zip(*(x[maybe].tolist() for x in (np.arange(len(a)), o, rb, w, cut))):
         j0, j1 = (min(max(math.floor((x + sx + s * wi) / dx), 0), ncol - 1) for s in (-1, 1))
@@ -140,8 +158,10 @@ def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa, margin):
     if s.kind not in ("box", "capsule"):
         return None
     near = np.linalg.norm(grid - pl, axis=1) < s.bounding_radius + margin
+    m = int(near.sum())
+    if not m:
+        return np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
     V = grid[near] @ Rh.T + ph
-    m = len(V)
     z = np.zeros(m)
     if s.kind == "box":
         d, wv, ws, n = sphere_box(V, z, np.tile(Ra, (m, 1, 1)), np.tile(pa, (m, 1)), np.tile(np.array(s.size) / 2, (m, 1)))
@@ -175,6 +195,8 @@ def hfield_rows(scene, fields, R, p, cut):
     out = np.zeros((int(counts.sum()), NEAR_COLUMNS))
     out[:, 0] = np.inf
     k, d, wa, wb, n = hfield_pairs(scene, pairs, R, p, cut[pairs])
+    if not len(k):
+        return out
     keep = one_per_point(k, d, wa, np.flatnonzero(d < cut[k]))
     keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
