@@ -255,6 +255,7 @@ def _narrow(scene, plan, near, bounded, R, p, cutoff, margin, spin, out, patches
     """The narrow phase of the pairs ``near`` (S,) bool on the Python road, group by group (``plan``'s),
     at placements ``R``, ``p``: hits to merge appended to ``out``, distinct ones to ``patches``
     (:func:`collide_within`'s blocks); ``cutoff`` (P,) per pair or None (``margin``)."""
+    fields = []
     for key, ks, sa, sb in plan["groups"]:
         m = near[ks]
         if not m.any():
@@ -273,9 +274,12 @@ def _narrow(scene, plan, near, bounded, R, p, cutoff, margin, spin, out, patches
             if not world.all():
                 out.append(_coal_pairs(scene, ks[m][~world], R, p, margin, cutoff))
         elif "hfield" in key:
-            out.append(hfield_pairs(scene, ks[m], R, p, margin if cutoff is None else cutoff[ks[m]]))
+            fields.append(ks[m])                       # (every kind's pairs with a height field: one call)
         else:
             out.append(_coal_pairs(scene, ks[m], R, p, margin, cutoff))
+    if fields:
+        ks = np.concatenate(fields)
+        out.append(hfield_pairs(scene, ks, R, p, margin if cutoff is None else cutoff[ks]))
 
 
 def _near(scene, plan, R, p, cutoff):
