@@ -101,6 +101,26 @@ TALOS = "talos_data/robots/talos_reduced.urdf"
 TALOS_BOX = ((0.25, 0.5, 0.15), (0.55, 0.0, 0.15))
 
 
+def quadruped_on_terrain(seed=0):
+    """The path of dm_control's quadruped with its terrain made as its escape task makes it (a bowl about
+    the robot, 5 m deep at 30 m, times smooth random bumps of 2 m, 15-100 % of it: a few centimetres
+    under the robot), written inline (``elevation``) beside a copy of the suite's shared files: the same
+    height field for MuJoCo and the scene."""
+    import shutil
+    import tempfile
+    from scipy.ndimage import zoom
+    res, suite = 201, HUMANOID.parent
+    y, x = np.meshgrid(np.linspace(-1, 1, res), np.linspace(-1, 1, res), indexing="ij")
+    bowl = 0.5 - np.cos(2 * np.pi * np.clip(np.hypot(x, y), 0.04, 1)) / 2
+    terrain = bowl * zoom(np.random.default_rng(seed).uniform(0.15, 1, (30, 30)), res / 30)
+    out = Path(tempfile.mkdtemp())
+    shutil.copytree(suite / "common", out / "common")
+    field = '<hfield name="terrain" ncol="201" nrow="201" size="30 30 5 .1"'
+    (out / "quadruped.xml").write_text((suite / "quadruped.xml").read_text().replace(
+        field, field + ' elevation="' + " ".join(f"{h:.9g}" for h in terrain.ravel()) + '"'))
+    return out / "quadruped.xml"
+
+
 def talos_xml(box=False, height=1.08):
     """MJCF of talos (example-robot-data's talos_reduced, ``geometry=True``) with its collision shapes,
     each mesh as its convex hull (inline vertices and faces, so that MuJoCo, which collides a mesh's
@@ -567,7 +587,8 @@ CASES = {"box": lambda: (None, BOX, 200),
          "talos standing": lambda: (None, talos_xml(), 1),            # its soles on the floor
          "talos on the floor": lambda: (None, talos_xml(), 1500),     # fallen (no torque): lying
          "talos on a box": lambda: (None, talos_xml(box=True), 1500),  # fallen onto the box
-         "quadruped": lambda: (HUMANOID.parent / "quadruped.xml", None, 1500)}  # on its floor, its terrain under it
+         "quadruped": lambda: (HUMANOID.parent / "quadruped.xml", None, 1500),  # on its floor, its terrain under it
+         "quadruped on terrain": lambda: (quadruped_on_terrain(), None, 1500)}  # the escape task's bumps
 
 
 if __name__ == "__main__":

@@ -68,3 +68,25 @@ def test_a_shape_is_measured_only_where_its_bounding_sphere_comes_within_its_cut
         assert len(hfield_pairs(scene, [k], R, p, np.array([0.04]))[1]) == 0
     p[ball] = [1.0 + 0.1 + 0.05 + 2 / 3 + 0.01, 0.0, 0.1]     # beyond the edge (sx = 1) by r, cut and a cell (2/3)
     assert _near(scene, field, np.array([ball]), R, p, np.array([0.05])) == []
+
+
+def test_a_windows_block_bound_is_at_least_its_highest_grid_point():
+    """``_block_max`` of random windows of a random 30 x 45 field: never below the window's highest grid
+    point (so no shape with a hit is left out), the block's highest for a window inside one block and,
+    where a window meets more than two blocks a side, the window's own."""
+    from sparsedyn.contact.collision_hfield import BLOCK, _block_max
+    rng = np.random.default_rng(4)
+    z = rng.uniform(0, 1, (30, 45))
+    scene = _scene("sphere", (0.1,))
+    i0, j0 = rng.integers(0, 30, 500), rng.integers(0, 45, 500)
+    i1 = np.minimum(i0 + rng.integers(0, 2 * BLOCK + 3, 500), 29)
+    j1 = np.minimum(j0 + rng.integers(0, 2 * BLOCK + 3, 500), 44)
+    got = _block_max(scene, -1, z, i0, i1, j0, j1)
+    own = np.array([z[a:b + 1, c:e + 1].max() for a, b, c, e in zip(i0, i1, j0, j1)])
+    assert (got >= own).all()
+    one = (i0 // BLOCK == i1 // BLOCK) & (j0 // BLOCK == j1 // BLOCK)
+    wide = (i1 // BLOCK - i0 // BLOCK > 1) | (j1 // BLOCK - j0 // BLOCK > 1)
+    assert one.sum() >= 20 and wide.sum() >= 20
+    blocks = [z[a // BLOCK * BLOCK:(a // BLOCK + 1) * BLOCK, c // BLOCK * BLOCK:(c // BLOCK + 1) * BLOCK].max()
+              for a, c in zip(i0[one], j0[one])]
+    assert np.array_equal(got[one], blocks) and np.array_equal(got[wide], own[wide])

@@ -131,7 +131,9 @@ def _near(scene, h, a, R, p, cut):
     in x and y.  The others have none: a bounding sphere (centre ``o`` in the field's frame) more than
     ``cut`` above the highest of those grid points (every surface point and grid point that a
     feature's or a grid point's hit can reach: the surface's triangles lie below their corners), first
-    against the field's highest point, or off the grid by as much."""
+    against the field's highest point, then the highest of the blocks of :data:`BLOCK` grid points
+    the window meets (:func:`_block_max`, at least the window's), then the window's own, or off the
+    grid by as much."""
     c, rad = _bounds(scene)
     o, rb = (p[a] + np.einsum("mij,mj->mi", R[a], c[a]) - p[h]) @ R[h], rad[a]
     (sx, sy, _, _), (_, _, z, top, _) = scene.shapes[h].size, _field(scene, h)
@@ -142,12 +144,34 @@ def _near(scene, h, a, R, p, cut):
     dx, dy = 2 * sx / (ncol - 1), 2 * sy / (nrow - 1)
     w = rb + cut + max(dx, dy)
     maybe &= (o[:, 0] + w >= -sx) & (o[:, 0] - w <= sx) & (o[:, 1] + w >= -sy) & (o[:, 1] - w <= sy)
-    out = []
-    for i, (x, y, h), r, wi, ci in zip(*(x[maybe].tolist() for x in (np.arange(len(a)), o, rb, w, cut))):
-        j0, j1 = (min(max(math.floor((x + sx + s * wi) / dx), 0), ncol - 1) for s in (-1, 1))
-        i0, i1 = (min(max(math.floor((y + sy + s * wi) / dy), 0), nrow - 1) for s in (-1, 1))
-        if h - r - z[i0:i1 + 2, j0:j1 + 2].max() < ci:
-            out.append((i, (i0, i1 + 2, j0, j1 + 2)))
+    i = np.flatnonzero(maybe)
+    j0, j1 = (np.clip(np.floor((o[i, 0] + sx + s * w[i]) / dx), 0, ncol - 1).astype(int) for s in (-1, 1))
+    i0, i1 = (np.clip(np.floor((o[i, 1] + sy + s * w[i]) / dy), 0, nrow - 1).astype(int) for s in (-1, 1))
+    i1, j1 = np.minimum(i1 + 1, nrow - 1), np.minimum(j1 + 1, ncol - 1)      # (the window's last grid points)
+    low = (o[i, 2] - rb[i] - cut[i]).tolist()
+    keep = np.flatnonzero(low < _block_max(scene, h, z, i0, i1, j0, j1)).tolist()
+    return [(i[k], (i0[k], i1[k] + 1, j0[k], j1[k] + 1)) for k in keep if low[k] < z[i0[k]:i1[k] + 1, j0[k]:j1[k] + 1].max()]
+
+
+#: The side of the blocks of grid points whose highest :func:`_block_max` keeps.
+BLOCK = 8
+
+
+def _block_max(scene, h, z, i0, i1, j0, j1):
+    """At least the highest grid point of each window of rows ``i0..i1`` and columns ``j0..j1`` (each
+    (m,), inclusive) of height field ``h``'s heights ``z``: the highest of the blocks of :data:`BLOCK`
+    by :data:`BLOCK` grid points it meets (at most two a side), or, where it meets more, its own."""
+    key = ("hfield blocks", h)
+    blocks = scene.cache.get(key)
+    if blocks is None:
+        nr, nc = -(-z.shape[0] // BLOCK), -(-z.shape[1] // BLOCK)
+        pad = np.full((nr * BLOCK, nc * BLOCK), -np.inf)
+        pad[:z.shape[0], :z.shape[1]] = z
+        blocks = scene.cache[key] = pad.reshape(nr, BLOCK, nc, BLOCK).max((1, 3))
+    a0, a1, b0, b1 = i0 // BLOCK, i1 // BLOCK, j0 // BLOCK, j1 // BLOCK
+    out = np.maximum.reduce([blocks[a0, b0], blocks[a0, b1], blocks[a1, b0], blocks[a1, b1]])
+    for k in np.flatnonzero((a1 - a0 > 1) | (b1 - b0 > 1)).tolist():        # (a wide window: its own)
+        out[k] = z[i0[k]:i1[k] + 1, j0[k]:j1[k] + 1].max()
     return out
 
 
