@@ -5,8 +5,6 @@ height field: :func:`field_pairs`), so that such a scene steps in one native cal
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..kernels import use_backend
