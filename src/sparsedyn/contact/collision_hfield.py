@@ -10,7 +10,7 @@ import numpy as np
 from ..kernels import use_backend
 from .closed_forms import sphere_box, sphere_capsule
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
-from .collision_near import NEAR_COLUMNS
+from .collision_near import NEAR_COLUMNS, hit_rows
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
 from .heightfield_c import field_grid, points_on_hfield_c
 
@@ -219,18 +219,13 @@ def hfield_rows(scene, fields, R, p, cut):
     k, d, wa, wb, n = hfield_pairs(scene, pairs, R, p, cut[pairs])
     if not len(k):
         return out
-    keep = one_per_point(k, d, wa, np.flatnonzero(d < cut[k]))
+    keep = one_per_point(k, d, wa, np.arange(len(k)))     # (hfield_pairs' hits lie within their cutoffs)
     keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
     at = np.searchsorted(pairs, k)
     rank = np.arange(len(k)) - np.searchsorted(k, k)            # (each pair's hits in order)
     if (rank >= counts[at]).any():
         return None
-    row = (np.cumsum(counts) - counts)[at] + rank
     i = scene.index[k, 0]
-    Rs = np.array([scene.shapes[x].R for x in i.tolist()]).reshape(-1, 3, 3)
-    ps = np.array([scene.shapes[x].p for x in i.tolist()]).reshape(-1, 3)
-    local = np.einsum("kji,kj->ki", R[i], wa - p[i])             # w_a in a's frame, then in its body's
-    out[row, 0], out[row, 1:4], out[row, 4:7] = d, (wa + wb) / 2, n
-    out[row, 7:10], out[row, 10] = np.einsum("kij,kj->ki", Rs, local) + ps, (n * wb).sum(1)
+    out[(np.cumsum(counts) - counts)[at] + rank] = hit_rows(scene, i, R[i], p[i], d, wa, wb, n)
     return out

@@ -34,7 +34,8 @@ from ..kernels import kernel, native_calls
 from ..symbolic.loop import run_stages
 from .collision_kernel import _check_pairs, _pair_rows, _per_pair, _posers, _shape_count
 
-__all__ = ["collision_candidates_near", "collision_candidates_ahead", "near_call", "near_rows", "NEAR_COLUMNS", "SLACK"]
+__all__ = ["collision_candidates_near", "collision_candidates_ahead", "near_call", "near_rows", "NEAR_COLUMNS", "SLACK",
+           "hit_rows"]
 
 #: Columns of a row of :func:`collision_candidates_near`: ``[d, x (3), n (3), w_a in body a (3), n . w_b]``,
 #: ``x = (w_a + w_b) / 2`` the midpoint of the witness points (world; ``w_a = x + d n / 2``); the others
@@ -48,6 +49,23 @@ _KEPT = {"sphere": (), "capsule": (2,), "plane": (2,), "box": (0, 1, 2), "cylind
 #: A pair is computed where its lower bound is at most ``cutoff`` plus this [m], so that the rounding
 #: of the bound (a formula other than the candidates') never leaves out a candidate within ``cutoff``.
 SLACK = 1e-9
+
+
+def hit_rows(scene, a, Ra, pa, d, wa, wb, n):
+    """Hits as rows of :data:`NEAR_COLUMNS` (m, 11) ``[d, x (3), n (3), w_a in a's body axes (3), n . w_b]``
+    (:func:`collision_candidates_near`'s columns): each hit's shape ``a`` (m,) (the pair's first) at
+    its world placement ``Ra`` (m, 3, 3), ``pa`` (m, 3), signed distance ``d`` (m,), witness points
+    ``wa`` on ``a`` and ``wb`` (m, 3) and unit normal ``n`` (m, 3) from ``b`` towards ``a`` (world),
+    ``x`` their midpoint; ``w_a`` is taken into ``a``'s frame, then through the shape's placement in its
+    body."""
+    E = np.array([scene.shapes[x].R for x in np.asarray(a).tolist()]).reshape(-1, 3, 3)
+    r = np.array([scene.shapes[x].p for x in np.asarray(a).tolist()]).reshape(-1, 3)
+    local = np.einsum("kji,kj->ki", Ra, wa - pa)
+    out = np.empty((len(d), NEAR_COLUMNS))
+    out[:, 0], out[:, 1:4], out[:, 4:7] = d, (wa + wb) / 2, n
+    out[:, 7:10], out[:, 10] = np.einsum("kij,kj->ki", E, local) + r, (n * wb).sum(1)
+    return out
+
 
 
 class _Layout:

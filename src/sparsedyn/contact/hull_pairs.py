@@ -22,7 +22,7 @@ import numpy as np
 from .closed_forms import CLOSED_FORM, CLOSEST, FEATURES
 from .collision import _closed_form
 from .collision_coal import _bounds, _coal, closest_pair, convex_geometry, flat_mesh
-from .collision_near import NEAR_COLUMNS
+from .collision_near import NEAR_COLUMNS, hit_rows
 from .mesh_box_loop import near_pairs
 
 __all__ = ["hull_pairs", "hull_rows"]
@@ -86,7 +86,7 @@ def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
     if not len(near):
         return out
     kept = _plan(scene, hulls)
-    coal = None
+    coal, hits = None, []
     for h in near.tolist():
         k, got = hulls[h], kept[h]
         i, j = scene.index[k].tolist()
@@ -96,9 +96,9 @@ def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
             coal = coal or _coal()
             d, wa, wb, n = closest_pair(scene, coal, k, coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]),
                                         got)
-        s = scene.shapes[i]                             # w_a in a's body: the shape's placement in its body
-        out[h, 0], out[h, 1:4], out[h, 4:7] = d, (wa + wb) / 2, n
-        out[h, 7:10], out[h, 10] = s.R @ (R[i].T @ (wa - p[i])) + s.p, n @ wb
+        hits.append((d, wa, wb, n))
+    i = scene.index[hulls[near], 0]
+    out[near] = hit_rows(scene, i, R[i], p[i], *(np.array(x) for x in zip(*hits)))
     return out
 
 
