@@ -34,8 +34,11 @@ def test_object_arrays_of_numbers_are_checked(floating):
     bad[0] = float("nan")
     with pytest.raises(ValueError, match="q: contains NaN"):
         sd.rnea(floating, bad, v, a)
-    with pytest.raises(ValueError, match="q: the quaternion of joint .* not of unit norm"):
+    with pytest.raises(ValueError, match=r"q: the quaternion of joint .* not of unit norm.*normalize\(model, q\)$"):
         sd.rnea(floating, (2 * q).astype(object), v, a)
+    # a function's own prefix is not part of the argument the hint names
+    with pytest.raises(ValueError, match=r"^rollout: q0: the quaternion .*sparsedyn\.normalize\(model, q0\)$"):
+        _checks.configuration(floating, 2 * q, "rollout: q0")
     v_bad = v.astype(object)
     v_bad[1] = np.inf
     with pytest.raises(ValueError, match="v: contains NaN or infinite"):

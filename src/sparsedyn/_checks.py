@@ -161,7 +161,7 @@ def configuration(model, q, name="q", check_values=True, unit=True):
                 raise ValueError(f"{name}: the quaternion of joint {model.joint_names[i]!r} "
                                  f"(q[{stop - 4}:{stop}], [x, y, z, w]) is not of unit norm "
                                  f"(| |q|^2 - 1 | up to {err.max():.3g}){first_bad(~np.all(err <= QUAT_TOL, -1))}; "
-                                 f"normalise it with sparsedyn.normalize(model, {name})")
+                                 f"normalise it with sparsedyn.normalize(model, {name.rsplit(': ', 1)[-1]})")
     return q
 
 

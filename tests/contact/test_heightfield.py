@@ -8,6 +8,8 @@ library computes); coal's ``HeightField`` ``collide`` (which pairs touch); the c
 (test_collision checks them against coal); the rolling ball's acceleration by hand, ``5/7 g sin(a)``.
 """
 
+import warnings
+
 import coal
 import numpy as np
 import pytest
@@ -106,16 +108,69 @@ def test_a_ball_against_coals_distance_to_the_surface():
     assert compared >= 30 and penetrating >= 5
 
 
-@pytest.mark.parametrize("kind", ["sphere", "capsule", "box", "cylinder", "mesh"])
+def test_an_ellipsoid_against_coals_distance_to_the_surface():
+    """A turned ellipsoid over a random field, centre above the corners of the cell under it: apart, its
+    deepest hit is coal's ellipsoid-mesh distance to the surface triangles, on a face, a triangle's edge
+    or a grid point alike; in penetration at least as deep; none where coal's distance is the margin or
+    more.  Witness points
+    to ``sqrt(2 tol R)``: an error ``tol`` (coal's GJK tolerance, 1e-11) in a distance at its minimum
+    moves the point by that on a surface of curvature radius ``R`` (at most a^2 / c = 0.24 m)."""
+    rng = np.random.default_rng(3)
+    H, E = rng.uniform(0, 1, (6, 8)), (0.12, 0.09, 0.06)
+    scene = _scene("ellipsoid", [sd.Shape("hfield", SIZE, heights=H, name="ground")], size=E)
+    mesh = _surface_mesh(SIZE, H)
+    req = coal.DistanceRequest()
+    req.gjk_tolerance = req.epa_tolerance = 1e-11
+    req.gjk_max_iterations = req.epa_max_iterations = 1000
+    witness = 1.01 * np.sqrt(2 * 1e-11 * E[0] ** 2 / E[2])
+    compared = penetrating = 0
+    for _ in range(150):
+        R, p, q = random_body_q(rng, 0.3)
+        p[0] *= 2.5
+        j, i = int((p[0] + 1) / (2 / 7)), int((p[1] + 0.5) / (1 / 5))       # the cell under the centre
+        q[:3] = p[0], p[1], 0.2 * H[i:i + 2, j:j + 2].max() + rng.uniform(0.0, 0.2)
+        q[3:] /= np.linalg.norm(q[3:])                  # (R's quaternion is a unit one to eps / w only)
+        res = coal.DistanceResult()
+        d = coal.distance(coal.Ellipsoid(*E), coal.Transform3s(R, q[:3]), mesh, coal.Transform3s(), req, res)
+        if d < -E[2] / 2:
+            continue                     # (deep, or coal's EPA failed: -DBL_MAX)
+        hits = sd.collide(scene, q.tolist())
+        if d >= scene.margin:
+            assert len(hits.distances) == 0
+            continue
+        k = int(np.argmin(hits.distances))
+        if d >= 0:
+            assert abs(hits.distances[k] - d) <= 1e-9
+            assert np.abs(hits.witness_a[k] - res.getNearestPoint1()).max() <= witness
+            assert np.abs(hits.witness_b[k] - res.getNearestPoint2()).max() <= witness
+        else:
+            # coal's depth against a mesh is its least against one triangle, which a thin triangle's
+            # edge lets the ellipsoid leave sideways: the hit (its depth below a face, a ridge or a grid
+            # point) is at least as deep, its witness points on the surface and on the ellipsoid, d apart
+            assert hits.distances[k] <= d + 1e-9
+            wa, wb = hits.witness_a[k], hits.witness_b[k]
+            assert abs(_height(H, wb[0], wb[1]) - wb[2]) <= 1e-12
+            x = (wa - q[:3]) @ sd.contact.collision.placements(scene, q)[0][0]
+            assert abs(((x / E) ** 2).sum() - 1) <= rounding_bound(64)
+            assert np.abs(wa - wb - hits.distances[k] * hits.normals[k]).max() <= rounding_bound(64)
+        compared += 1
+        penetrating += d < 0
+    assert compared >= 30 and penetrating >= 5
+
+
+@pytest.mark.parametrize("kind", ["sphere", "capsule", "box", "cylinder", "mesh", "ellipsoid"])
 def test_a_flat_field_is_the_plane_at_its_height(kind):
     """A field of equal heights 0.5 (surface at z = 0.1) against the plane z = 0.1, random poses over
-    its inside reaching less than its base's depth into it: the same deepest hit; for a sphere, a capsule and a box (the same features: the
-    centre, the end spheres, the corners) the same hits."""
-    rng = np.random.default_rng(["sphere", "capsule", "box", "cylinder", "mesh"].index(kind))
+    its inside reaching less than its base's depth into it: the same deepest hit; for a sphere, a capsule,
+    a box (the same features: the centre, the end spheres, the corners) and an ellipsoid (its support
+    point on a face) the same hits."""
+    rng = np.random.default_rng(["sphere", "capsule", "box", "cylinder", "mesh", "ellipsoid"].index(kind))
     H = np.full((5, 9), 0.5)
     mesh = cube_mesh(0.15) if kind == "mesh" else None
-    field = _scene(kind, [sd.Shape("hfield", SIZE, heights=H, name="ground")], mesh=mesh)
-    plane = _scene(kind, [sd.Shape("plane", placement=(np.eye(3), [0, 0, 0.1]), name="ground")], mesh=mesh)
+    size = (0.12, 0.09, 0.06) if kind == "ellipsoid" else None      # (within the field at every pose drawn)
+    field = _scene(kind, [sd.Shape("hfield", SIZE, heights=H, name="ground")], mesh=mesh, size=size)
+    plane = _scene(kind, [sd.Shape("plane", placement=(np.eye(3), [0, 0, 0.1]), name="ground")], mesh=mesh,
+                   size=size)
     seen = 0
     for _ in range(30):
         _, p, q = random_body_q(rng, 0.3)
@@ -130,7 +185,7 @@ def test_a_flat_field_is_the_plane_at_its_height(kind):
         seen += 1
         bound = rounding_bound(64)
         assert abs(got.distances.min() - want.distances.min()) <= bound
-        if kind in ("sphere", "capsule", "box"):
+        if kind in ("sphere", "capsule", "box", "ellipsoid"):
             order_g, order_w = np.lexsort(got.points.T), np.lexsort(want.points.T)
             for x, y in zip(got[1:4], want[1:4]):
                 assert x.shape == y.shape and np.abs(x[order_g] - y[order_w]).max() <= bound
@@ -178,6 +233,66 @@ def test_a_box_rests_on_a_flat_field_as_on_a_plane():
     assert abs(field.q[-1][2] - 0.2) <= 1e-3 and np.abs(field.v[-1]).max() <= 1e-3
     # the weight carried: the normal impulses of the last step sum to m g dt
     assert abs(np.sum(field.impulses[-1][:, 2]) - 2.0 * 9.81 * 0.002) <= 1e-3 * 2.0 * 9.81 * 0.002
+
+
+def test_an_ellipsoid_dropped_into_a_bumpy_bowl_stays_on_it_and_adds_no_energy():
+    """A solid ellipsoid (inertia m/5 (b^2 + c^2), ...) dropped tipped into a bowl with bumps, 600 steps
+    on the default road: it lands and stays on the field; it never sinks deeper than the margin, no
+    step adds more than :func:`~test_scene_physics.energy_gain_bound` (exact Coulomb friction only
+    dissipates), and the landing loses energy."""
+    from test_scene_physics import energy, energy_gain_bound
+    E, m = (0.12, 0.09, 0.06), 1.0
+    inertia = np.diag([E[1] ** 2 + E[2] ** 2, E[0] ** 2 + E[2] ** 2, E[0] ** 2 + E[1] ** 2]) * m / 5
+    X, Y = np.meshgrid(np.linspace(-1, 1, 41), np.linspace(-0.5, 0.5, 21))
+    H = 0.4 * (X ** 2 + (2 * Y) ** 2) + 0.08 * np.sin(7 * X) * np.cos(9 * Y) + 0.1
+    scene = _scene("ellipsoid", [sd.Shape("hfield", SIZE, heights=H, name="ground")], margin=0.005, size=E, mass=m,
+                   inertia=inertia)
+    q0 = np.array([0.3, 0.1, 0.35, np.sin(0.3), 0.1, 0.0, np.cos(0.3)])
+    r = sd.rollout(scene.model, q0 / np.r_[1, 1, 1, [np.linalg.norm(q0[3:])] * 4], [0.0] * 6, [0.0] * 6, scene, 0.002,
+                   600)
+    hits = [sd.collide(scene, q) for q in r.q]
+    assert sum(len(h.distances) > 0 for h in hits) >= 400                 # (landed, and stayed on it)
+    assert min(h.distances.min(initial=np.inf) for h in hits) >= -scene.margin
+    energies = np.array([energy(scene.model, q, v) for q, v in zip(r.q, r.v)])
+    assert np.diff(energies).max() <= energy_gain_bound(scene.model, r, scene)
+    assert energies[-1] < energies[0] - 0.1
+
+
+def test_an_egg_dropped_level_into_a_bowl_rests_on_its_four_faces_as_by_hand_and_in_mujoco(tmp_path):
+    """An ellipsoid (a, b, c) dropped level over the lowest grid point of a bowl in an MJCF file (heights
+    0.2 + 0.4 (x^2 + y^2) on a 21 x 21 grid, which MuJoCo normalises to [0, 1]): the four cells about
+    that point are the planes ``z = s (+-x +- y)``, ``s = 0.0025 / 0.1`` (1.25 mm up a 5 cm side), and it
+    rests on them at ``sqrt(s^2 (a^2 + b^2) + c^2)`` (each plane's support distance along its normal),
+    to the solver's tolerance; MuJoCo's soft contact rests within 0.5 mm of that."""
+    import mujoco
+    a, b, c = 0.12, 0.09, 0.06
+    X, Y = np.meshgrid(np.linspace(-1, 1, 21), np.linspace(-1, 1, 21))
+    H = 0.2 + 0.4 * (X ** 2 + Y ** 2)
+    path = tmp_path / "egg.xml"
+    path.write_text(f"""<mujoco><option timestep="0.002"/>
+      <asset><hfield name="bowl" nrow="21" ncol="21" size="0.5 0.5 0.25 0.1"
+                     elevation="{' '.join(f'{h:.17g}' for h in H.ravel())}"/></asset>
+      <worldbody><geom name="bowl" type="hfield" hfield="bowl"/>
+        <body name="egg" pos="0 0 0.3"><freejoint name="egg"/>
+          <geom name="egg" type="ellipsoid" size="{a} {b} {c}" mass="1"/></body></worldbody></mujoco>""")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                          # (MJCF elements the model does not represent)
+        model = sd.load_mjcf(str(path), geometry=True)
+    scene = sd.Scene(model)
+    r = sd.rollout(model, [0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0], [0.0] * 6, [0.0] * 6, scene, 0.002, 500)
+    s = 0.25 * 0.005 / 0.05
+    rest = np.sqrt(s * s * (a * a + b * b) + c * c)
+    assert abs(r.q[-1][2] - rest) <= 1e-6 and np.abs(r.v[-1]).max() <= 1e-6
+    hits = sd.collide(scene, r.q[-1])
+    assert len(hits.distances) == 4
+    # (the heights are single precision, as MuJoCo keeps them: 0.25 m 2^-24 a grid point, over 5 cm)
+    slope = np.array([s, s, 1]) / np.sqrt(1 + 2 * s * s)
+    assert np.abs(np.abs(hits.normals) - slope).max() <= 4 * 0.25 * 2.0 ** -24 / 0.05
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    data = mujoco.MjData(mj)
+    for _ in range(500):
+        mujoco.mj_step(mj, data)
+    assert abs(data.qpos[2] - rest) <= 5e-4
 
 
 def test_a_ball_rolls_down_a_sloped_field():

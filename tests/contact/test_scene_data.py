@@ -391,13 +391,13 @@ def test_without_a_c_compiler_the_numpy_road_gives_the_rows(monkeypatch):
 
 
 def _field_scene(heights, size=(0.6, 0.6, 0.06, 0.1)):
-    """Five free bodies, a sphere, a capsule, a box, a cylinder and a mesh prism, over a height field of
-    ``heights`` (each body's q from ``_field_states``)."""
+    """Six free bodies, a sphere, a capsule, a box, a cylinder, a mesh prism and an ellipsoid, over a height
+    field of ``heights`` (each body's q from ``_field_states``)."""
     from sparsedyn.model.spatial import Transform
     from test_reduction import prism
     shapes = [("sphere", (0.04,)), ("capsule", (0.03, 0.1)), ("box", (0.08, 0.06, 0.05)), ("cylinder", (0.035, 0.07)),
-              ("mesh", (1.0, 1.0, 1.0))]
-    b = sd.ModelBuilder("five")
+              ("mesh", (1.0, 1.0, 1.0)), ("ellipsoid", (0.05, 0.04, 0.03))]
+    b = sd.ModelBuilder("six")
     for name, _ in shapes:
         b.add_body(name, None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3) * 0.01)
     model = b.build().with_geometry(*(sd.Geometry(name, i, Transform(np.eye(3), np.zeros(3)), name, s, "collision",
@@ -410,28 +410,30 @@ def _field_states(rng, n):
     """``n`` states ``(q, v)`` of :func:`_field_scene`'s bodies: each tipped up to 0.6 rad over its own
     part of the field, its centre 0.02-0.09 m above the field's base level (its heights 0-0.06 m)."""
     from test_reduction import random_poses
-    at = [(-0.35, -0.35), (0.35, -0.35), (-0.35, 0.35), (0.35, 0.35), (0.0, 0.0)]
-    return [(np.concatenate([x + [*c, 0, 0, 0, 0, 0] for x, c in zip(random_poses(rng, 5, 0.12, (0.02, 0.09)), at)]),
-             0.3 * rng.standard_normal(30)) for _ in range(n)]
+    at = [(-0.35, -0.35), (0.35, -0.35), (-0.35, 0.35), (0.35, 0.35), (0.0, 0.0), (0.0, -0.35)]
+    return [(np.concatenate([x + [*c, 0, 0, 0, 0, 0] for x, c in zip(random_poses(rng, 6, 0.12, (0.02, 0.09)), at)]),
+             0.3 * rng.standard_normal(36)) for _ in range(n)]
 
 
 def test_shapes_on_a_height_field_take_this_road_with_the_contact_objects_data(native_backend, monkeypatch):
-    """A sphere, a capsule, a box, a cylinder and a mesh over a bumpy height field: their pairs with it
-    are rows of their hits (each feature's point on the surface, the grid points pressing into a box or
-    a capsule: ``collision_hfield.field_pairs``); a state's data come with no Contact object and equal
-    those laid out from Contact objects, each kind touching the field in some states."""
+    """A sphere, a capsule, a box, a cylinder, a mesh and an ellipsoid over a bumpy height field: their
+    pairs with it are rows of their hits (each feature's point on the surface, an ellipsoid's support
+    point on the faces, the grid points and edges pressing into a box, a capsule or an ellipsoid:
+    ``collision_hfield.field_pairs``); a state's data come with no Contact object and equal those laid
+    out from Contact objects, each kind touching the field in some states."""
     rng = np.random.default_rng(21)
     heights = rng.uniform(0, 1, (13, 13))
     fast, slow = _field_scene(heights), _field_scene(heights)
     pairs, rows = scene_data._mixed_plan(fast)[0].fields
     from test_reduction import SIDES
-    # features (the prism's: its two rings' corners, its caps' centres inside the hull), + 8 for a box's and
-    # a capsule's grid points
-    assert np.array_equal(rows, [1, 2 + 8, 8 + 8, 8, 2 * SIDES])
+    # features (the prism's: its two rings' corners, its caps' centres inside the hull), + 8 for a box's,
+    # a capsule's and an ellipsoid's grid points and edges, + 4 for an ellipsoid's faces
+    assert np.array_equal(rows, [1, 2 + 8, 8 + 8, 8, 2 * SIDES, 4 + 8])
     states = _field_states(rng, 40)
     assert _as_contact_objects_data(fast, slow, states, monkeypatch, most=16) >= 30
     touched = {fast.pair_names[k][0] for q, _ in states for k in scene_data.scene_slot_data(fast, q.tolist())[0]}
-    assert touched == {"sphere", "capsule", "box", "cylinder", "mesh"}   # (each state as a plain list, too)
+    # (each state as a plain list, too)
+    assert touched == {"sphere", "capsule", "box", "cylinder", "mesh", "ellipsoid"}
 
 
 def test_more_grid_points_than_a_pairs_rows_take_the_contact_objects_road(native_backend):
@@ -441,7 +443,7 @@ def test_more_grid_points_than_a_pairs_rows_take_the_contact_objects_road(native
     from sparsedyn.contact.collision_hfield import hfield_rows
     rng = np.random.default_rng(5)
     fine = _field_scene(rng.uniform(0, 1, (241, 241)))
-    q = np.concatenate([[0.35 * (-1) ** (i % 2 + 1), 0.35 * (-1) ** (i // 2 + 1), 1.0, 0, 0, 0, 1] for i in range(5)])
+    q = np.concatenate([[0.35 * (-1) ** (i % 2 + 1), 0.35 * (-1) ** (i // 2 + 1), 1.0, 0, 0, 0, 1] for i in range(6)])
     q[14:17] = [-0.35, 0.35, 0.06 + 0.025 - 0.002]               # the box: its bottom 2 mm under the bumps' tops
     R, p = sd.contact.collision.placements(fine, q)
     fields = scene_data._mixed_plan(fine)[0].fields

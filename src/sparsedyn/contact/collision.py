@@ -21,7 +21,9 @@ box on a plane each corner within the margin, and, beside the closest pair, a bo
 another box and a capsule's end spheres against a box (closed forms: a point against a box).  A shape
 against a height field: its features (a sphere, a capsule's end spheres, a box's corners, a cylinder's
 rim points, a mesh's hull vertices) against the surface's triangles
-(:mod:`~sparsedyn.contact.heightfield`), and the grid points pressing deeper into a box or a capsule.
+(:mod:`~sparsedyn.contact.heightfield`), an ellipsoid's support point on the faces
+(:mod:`~sparsedyn.contact.ellipsoid_field`), and the grid points pressing deeper into a box, a capsule
+or an ellipsoid, and the triangle edges into an ellipsoid.
 The deepest of a pair's hits is its closest pair of points (coal's ``distance``).  coal's contact
 patches are not used: their points carry the depth of the closest pair, not their own.
 

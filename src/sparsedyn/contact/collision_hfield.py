@@ -11,14 +11,17 @@ from ..kernels import use_backend
 from .closed_forms import sphere_box, sphere_capsule
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
 from .collision_near import NEAR_COLUMNS, hit_rows
+from .ellipsoid_field import ellipsoid_faces, point_ellipsoid, segment_ellipsoid
 from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
 from .heightfield_c import field_grid, points_on_hfield_c
 
 __all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
 
-#: Rows a box's or a capsule's pair with a height field keeps beside its features' for grid points pressing
-#: into it (a step with more falls back to the general road).
+#: Rows a box's, a capsule's or an ellipsoid's pair with a height field keeps beside its features' for grid
+#: points pressing into it (a step with more falls back to the general road).
 GRID_ROWS = 8
+#: Rows an ellipsoid's pair with a height field keeps for its support point on the faces.
+FACE_ROWS = 4
 
 
 def _features(scene, k, up):
@@ -26,7 +29,7 @@ def _features(scene, k, up):
     field are its resting contacts: a sphere, a capsule's end spheres, a box's corners, four points of
     each of a cylinder's rims (the lowest and highest along the field's axis ``up``, in the shape's
     frame, and the two between, as against a plane), a mesh's convex hull vertices; none for an
-    ellipsoid."""
+    ellipsoid (:func:`_more_hits`)."""
     s = scene.shapes[k]
     z = np.zeros(3)
     if s.kind == "sphere":
@@ -53,8 +56,9 @@ def hfield_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` of a shape and a height field within ``margin`` (a number, or one per pair):
     each of the shape's features (:func:`_features`) against the surface's triangles
     (:func:`~sparsedyn.contact.heightfield.points_on_hfield`, the features of every pair on a field in
-    one call: C where built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and, for a box and a capsule, the grid points against the shape (a point against a box
-    or a capsule, closed forms) where one is deeper than every feature (a bump pressing into a face).
+    one call: C where built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and the hits of
+    :func:`_more_hits`: an ellipsoid's support point on the faces, and the grid points pressing into a
+    box, a capsule or an ellipsoid deeper than every other hit (a bump under a face).
     A shape whose bounding sphere lies higher than ``margin`` above every grid point under it has
     none (:func:`_near`).  coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth
     as ``-|d|`` whichever the side, and measures a cell as a prism whose side walls are not the surface."""
@@ -80,18 +84,18 @@ def hfield_pairs(scene, ks, R, p, margin):
         pair, flip = ks[at][owner[idx]], field[at][owner[idx]][:, None]
         wa, wb, n = wa @ R[f].T + p[f], wb @ R[f].T + p[f], n @ R[f].T              # (world)
         wa, wb, n = np.where(flip, wb, wa), np.where(flip, wa, wb), np.where(flip, -n, n)
-        pressing = np.array([scene.shapes[x].kind in ("box", "capsule") for x in sa.tolist()], bool)
-        plain = ~pressing[owner[idx]]
+        more = np.array([scene.shapes[x].kind in _MORE for x in sa.tolist()], bool)
+        plain = ~more[owner[idx]]
         blocks.append((pair[plain], d[plain], wa[plain], wb[plain], n[plain]))
         lo, hi = (np.searchsorted(owner[idx], np.arange(len(at)), side) for side in ("left", "right"))
-        for t in np.flatnonzero(pressing).tolist():      # a box's or a capsule's grid points after its features
-            (i0, i1, j0, j1), s, e, x = near[t][1], lo[t], hi[t], sa[t]
-            dv, w1, w2, nv = _grid_points(scene, x, grid.reshape(z.shape + (3,))[i0:i1, j0:j1].reshape(-1, 3), Rl[t],
-                                          pl[t], R[f], p[f], R[x], p[x], cut_k[t])
-            keep = (dv < cut_k[t]) & (dv < d[s:e].min(initial=np.inf) - SAME_DEPTH)
-            w1, w2, nv = (w2, w1, -nv) if field[at[t]] else (w1, w2, nv)
-            blocks.append((np.full(e - s + int(keep.sum()), ks[at[t]]), np.r_[d[s:e], dv[keep]],
-                           *(np.concatenate([u[s:e], y[keep]]) for u, y in ((wa, w1), (wb, w2), (n, nv)))))
+        for t in np.flatnonzero(more).tolist():          # a box's, capsule's, ellipsoid's more hits after its features
+            s, e = lo[t], hi[t]
+            own = _more_hits(scene, sa[t], near[t][1], triangles, grid.reshape(z.shape + (3,)), Rl[t], pl[t], R[f],
+                             p[f], R[sa[t]], p[sa[t]], cut_k[t], d[s:e].min(initial=np.inf))
+            if field[at[t]]:
+                own = (own[0], own[2], own[1], -own[3])
+            blocks.append((np.full(e - s + len(own[0]), ks[at[t]]),
+                           *(np.concatenate([u[s:e], y]) for u, y in zip((d, wa, wb, n), own))))
     if not blocks:
         return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
     return tuple(np.concatenate(x) for x in zip(*blocks))
@@ -173,36 +177,76 @@ def _block_max(scene, h, z, i0, i1, j0, j1):
     return out
 
 
-def _grid_points(scene, a, grid, Rl, pl, Rh, ph, Ra, pa, margin):
-    """``(d, w_a, w_b, n)`` of the grid points near shape ``a`` (a box or a capsule) against it, ``w_b``
-    the grid point, ``n`` from the field towards the shape (world); None for other kinds."""
+#: The kinds whose hits against a height field are more than their features' (:func:`_more_hits`).
+_MORE = ("box", "capsule", "ellipsoid")
+
+
+def _more_hits(scene, a, window, triangles, grid, Rl, pl, Rh, ph, Ra, pa, cut, deepest):
+    """``(d, w_a, w_b, n)`` (world, ``a`` the shape, ``n`` from the field towards it) of shape ``a``'s
+    hits with a height field beside its features' (the deepest at ``deepest``): for an ellipsoid its
+    support point's on the faces of the triangles in the ``window`` of grid rows and columns ``(i0, i1,
+    j0, j1)``; for a box, a capsule and an ellipsoid the window's grid points, and for an ellipsoid the
+    triangles' edges (:func:`_ellipsoid_hits`), within ``cut`` and deeper than every feature and face
+    by :data:`SAME_DEPTH` (a bump or a ridge pressing into it).  ``grid`` (nrow, ncol, 3),
+    ``triangles``, ``Rl`` and ``pl`` (the shape) in the field's frame, which is ``(Rh, ph)``; ``(Ra,
+    pa)`` the shape's."""
     s = scene.shapes[a]
-    if s.kind not in ("box", "capsule"):
-        return None
-    near = np.linalg.norm(grid - pl, axis=1) < s.bounding_radius + margin
-    m = int(near.sum())
-    if not m:
-        return np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
-    V = grid[near] @ Rh.T + ph
-    z = np.zeros(m)
+    i0, i1, j0, j1 = window
+    G = grid[i0:i1, j0:j1]
+    points = G.reshape(-1, 3)
+    points = points[np.linalg.norm(points - pl, axis=1) < s.bounding_radius + cut] @ Rh.T + ph
+    m = len(points)
+    faces = [np.zeros(0), *np.zeros((3, 0, 3))]
     if s.kind == "box":
-        d, wv, ws, n = sphere_box(V, z, np.tile(Ra, (m, 1, 1)), np.tile(pa, (m, 1)), np.tile(np.array(s.size) / 2, (m, 1)))
+        dv, wv, ws, n = sphere_box(points, np.zeros(m), np.tile(Ra, (m, 1, 1)), np.tile(pa, (m, 1)),
+                                   np.tile(np.array(s.size) / 2, (m, 1)))
+        more = (dv, ws, wv, -n)                        # (from the box towards the point: reversed)
+    elif s.kind == "capsule":
+        dv, wv, ws, n = sphere_capsule(points, np.zeros(m), np.tile(pa, (m, 1)), np.tile(Ra[:, 2], (m, 1)),
+                                       np.full(m, s.size[1] / 2), np.full(m, s.size[0]))
+        more = (dv, ws, wv, -n)
     else:
-        d, wv, ws, n = sphere_capsule(V, z, np.tile(pa, (m, 1)), np.tile(Ra[:, 2], (m, 1)), np.full(m, s.size[1] / 2),
-                                      np.full(m, s.size[0]))
-    return d, ws, wv, -n
+        faces, edges = _ellipsoid_hits(s, grid, window, triangles, Rl, pl, Rh, ph, cut)
+        more = tuple(np.concatenate(x) for x in zip(point_ellipsoid(points, Ra, pa, np.array(s.size)), edges))
+        deepest = min(deepest, faces[0].min(initial=np.inf))
+    keep = (more[0] < cut) & (more[0] < deepest - SAME_DEPTH)
+    return tuple(np.concatenate([x, y[keep]]) for x, y in zip(faces, more))
+
+
+def _ellipsoid_hits(s, grid, window, triangles, Rl, pl, Rh, ph, cut):
+    """An ellipsoid ``s`` (placed ``(Rl, pl)`` in the field's frame, which is ``(Rh, ph)``) against the
+    triangles of the ``window`` of rows and columns of the ``grid`` (nrow, ncol, 3):
+    ``(faces, edges)``, the ``(d, w_a, w_b, n)`` (world) of its support point on the faces
+    (:func:`~sparsedyn.contact.ellipsoid_field.ellipsoid_faces`) within ``cut``, and of the triangles'
+    edges whose closest point to it lies inside them
+    (:func:`~sparsedyn.contact.ellipsoid_field.segment_ellipsoid`), those near its bounding sphere."""
+    i0, i1, j0, j1 = window
+    G, radii = grid[i0:i1, j0:j1], np.array(s.size)
+    cells = (np.arange(i0, i1 - 1)[:, None] * (grid.shape[1] - 1) + np.arange(j0, j1 - 1)).ravel()
+    d, wa, wb, n = ellipsoid_faces(triangles[np.concatenate([2 * cells, 2 * cells + 1])], Rl, pl, radii)
+    within = d < cut
+    faces = (d[within], wa[within] @ Rh.T + ph, wb[within] @ Rh.T + ph, n[within] @ Rh.T)
+    # a cell's edges: along x, along y, and its diagonal from (i, j) to (i + 1, j + 1)
+    ends = [(G[:, :-1], G[:, 1:]), (G[:-1], G[1:]), (G[:-1, :-1], G[1:, 1:])]
+    P0, P1 = (np.concatenate([e[x].reshape(-1, 3) for e in ends]) for x in (0, 1))
+    near = np.linalg.norm((P0 + P1) / 2 - pl, axis=1) < s.bounding_radius + cut + np.linalg.norm(P1 - P0, axis=1) / 2
+    d, wa, wb, n, along = segment_ellipsoid(P0[near], P1[near], Rl, pl, radii)
+    inside = (0 < along) & (along < 1)
+    edges = (d[inside], wa[inside] @ Rh.T + ph, wb[inside] @ Rh.T + ph, n[inside] @ Rh.T)
+    return faces, edges
 
 
 def field_pairs(scene, ks):
     """``(pairs (F,), rows (F,))``: the scene pairs of ``ks`` (sorted) of a robot shape (its ``a``) and a
-    world height field, and the rows each takes in :func:`hfield_rows` (its features', and
-    :data:`GRID_ROWS` more for a box or a capsule)."""
+    world height field, and the rows each takes in :func:`hfield_rows` (its features', :data:`GRID_ROWS`
+    more for a box, a capsule or an ellipsoid, and :data:`FACE_ROWS` more for an ellipsoid)."""
     out, rows = [], []
     for k, (i, j) in zip(np.asarray(ks, int).tolist(), scene.index[np.asarray(ks, int)].tolist()):
         a, b = scene.shapes[i], scene.shapes[j]
         if b.kind == "hfield" and b.body < 0 and a.body >= 0 and a.kind != "hfield":
             out.append(k)
-            rows.append(len(_features(scene, i, np.array([0.0, 0, 1]))[1]) + GRID_ROWS * (a.kind in ("box", "capsule")))
+            rows.append(len(_features(scene, i, np.array([0.0, 0, 1]))[1]) + GRID_ROWS * (a.kind in _MORE) +
+                        FACE_ROWS * (a.kind == "ellipsoid"))
     return np.array(out, int), np.array(rows, int)
 
 
