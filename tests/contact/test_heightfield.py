@@ -108,21 +108,35 @@ def test_a_ball_against_coals_distance_to_the_surface():
     assert compared >= 30 and penetrating >= 5
 
 
-def test_an_ellipsoid_against_coals_distance_to_the_surface():
-    """A turned ellipsoid over a random field, centre above the corners of the cell under it: apart, its
-    deepest hit is coal's ellipsoid-mesh distance to the surface triangles, on a face, a triangle's edge
-    or a grid point alike; in penetration at least as deep; none where coal's distance is the margin or
-    more.  Witness points
-    to ``sqrt(2 tol R)``: an error ``tol`` (coal's GJK tolerance, 1e-11) in a distance at its minimum
-    moves the point by that on a surface of curvature radius ``R`` (at most a^2 / c = 0.24 m)."""
+def _on_shape(kind, size, R, p, x):
+    """How far point ``x`` is off the surface of an ellipsoid or a capsule of ``size`` placed ``(R, p)``
+    (the ellipsoid's ``|x / e|^2 - 1``, the capsule's distance to its axis less its radius)."""
+    y = (x - p) @ R
+    if kind == "ellipsoid":
+        return ((y / size) ** 2).sum() - 1
+    return np.hypot(y[0], y[1]) - size[0] if abs(y[2]) <= size[1] / 2 else \
+        np.linalg.norm(y - [0, 0, np.sign(y[2]) * size[1] / 2]) - size[0]
+
+
+@pytest.mark.parametrize("kind, size", [("ellipsoid", (0.12, 0.09, 0.06)), ("capsule", (0.05, 0.2))])
+def test_a_curved_shape_against_coals_distance_to_the_surface(kind, size):
+    """A turned ellipsoid or capsule over a random field, centre above the corners of the cell under it:
+    apart, its deepest hit is coal's distance to the surface triangles (a mesh), on a face, a triangle's
+    edge (a ridge across a capsule's side) or a grid point alike; in penetration at least as deep; none
+    where coal's distance is the margin or more; the deepest hit's witness points on the surface and on
+    the shape, its distance apart along its normal.  An ellipsoid's witness points equal coal's to
+    ``sqrt(2 tol R)``: an error ``tol`` (coal's GJK tolerance, 1e-11) in a distance at its minimum moves
+    the point by that on a surface of curvature radius ``R`` (at most a^2 / c = 0.24 m); a capsule's
+    closest points are not unique where its axis lies parallel to a face."""
     rng = np.random.default_rng(3)
-    H, E = rng.uniform(0, 1, (6, 8)), (0.12, 0.09, 0.06)
-    scene = _scene("ellipsoid", [sd.Shape("hfield", SIZE, heights=H, name="ground")], size=E)
+    H = rng.uniform(0, 1, (6, 8))
+    scene = _scene(kind, [sd.Shape("hfield", SIZE, heights=H, name="ground")], size=size)
+    shape = coal.Ellipsoid(*size) if kind == "ellipsoid" else coal.Capsule(*size)
     mesh = _surface_mesh(SIZE, H)
     req = coal.DistanceRequest()
     req.gjk_tolerance = req.epa_tolerance = 1e-11
     req.gjk_max_iterations = req.epa_max_iterations = 1000
-    witness = 1.01 * np.sqrt(2 * 1e-11 * E[0] ** 2 / E[2])
+    witness = 1.01 * np.sqrt(2 * 1e-11 * size[0] ** 2 / size[-1])
     compared = penetrating = 0
     for _ in range(150):
         R, p, q = random_body_q(rng, 0.3)
@@ -131,8 +145,8 @@ def test_an_ellipsoid_against_coals_distance_to_the_surface():
         q[:3] = p[0], p[1], 0.2 * H[i:i + 2, j:j + 2].max() + rng.uniform(0.0, 0.2)
         q[3:] /= np.linalg.norm(q[3:])                  # (R's quaternion is a unit one to eps / w only)
         res = coal.DistanceResult()
-        d = coal.distance(coal.Ellipsoid(*E), coal.Transform3s(R, q[:3]), mesh, coal.Transform3s(), req, res)
-        if d < -E[2] / 2:
+        d = coal.distance(shape, coal.Transform3s(R, q[:3]), mesh, coal.Transform3s(), req, res)
+        if d < -0.03:
             continue                     # (deep, or coal's EPA failed: -DBL_MAX)
         hits = sd.collide(scene, q.tolist())
         if d >= scene.margin:
@@ -141,21 +155,40 @@ def test_an_ellipsoid_against_coals_distance_to_the_surface():
         k = int(np.argmin(hits.distances))
         if d >= 0:
             assert abs(hits.distances[k] - d) <= 1e-9
-            assert np.abs(hits.witness_a[k] - res.getNearestPoint1()).max() <= witness
-            assert np.abs(hits.witness_b[k] - res.getNearestPoint2()).max() <= witness
+            if kind == "ellipsoid":
+                assert np.abs(hits.witness_a[k] - res.getNearestPoint1()).max() <= witness
+                assert np.abs(hits.witness_b[k] - res.getNearestPoint2()).max() <= witness
         else:
             # coal's depth against a mesh is its least against one triangle, which a thin triangle's
-            # edge lets the ellipsoid leave sideways: the hit (its depth below a face, a ridge or a grid
-            # point) is at least as deep, its witness points on the surface and on the ellipsoid, d apart
+            # edge lets the shape leave sideways: the hit (its depth below a face, a ridge or a grid
+            # point) is at least as deep
             assert hits.distances[k] <= d + 1e-9
-            wa, wb = hits.witness_a[k], hits.witness_b[k]
-            assert abs(_height(H, wb[0], wb[1]) - wb[2]) <= 1e-12
-            x = (wa - q[:3]) @ sd.contact.collision.placements(scene, q)[0][0]
-            assert abs(((x / E) ** 2).sum() - 1) <= rounding_bound(64)
-            assert np.abs(wa - wb - hits.distances[k] * hits.normals[k]).max() <= rounding_bound(64)
+        wa, wb = hits.witness_a[k], hits.witness_b[k]
+        assert abs(_height(H, wb[0], wb[1]) - wb[2]) <= 1e-12
+        R = sd.contact.collision.placements(scene, q)[0][0]
+        assert abs(_on_shape(kind, size, R, q[:3], wa)) <= rounding_bound(64)
+        assert np.abs(wa - wb - hits.distances[k] * hits.normals[k]).max() <= rounding_bound(64)
         compared += 1
         penetrating += d < 0
     assert compared >= 30 and penetrating >= 5
+
+
+@pytest.mark.parametrize("height", [0.015, 0.005, -0.005])
+def test_a_capsule_across_a_ridge_touches_its_edge(height):
+    """A tent (heights 1 - |x|: a ridge along y at x = 0, its top 0.2 m up, slopes of 0.2) and a capsule
+    (radius 0.05, length 0.4) lying across it along x, its axis ``height + r`` above the ridge's top:
+    the one hit is the ridge's edge, at ``height``, straight up, its witness on the ridge under the axis
+    (the end spheres, 0.2 m down the slopes, are farther off than the margin)."""
+    H = np.tile(1 - np.abs(np.linspace(-1, 1, 9)), (5, 1))
+    scene = _scene("capsule", [sd.Shape("hfield", SIZE, heights=H, name="ground")], margin=0.02, size=(0.05, 0.4))
+    half_turn = [0.0, np.sin(np.pi / 4), 0.0, np.cos(np.pi / 4)]            # the axis z turned onto x
+    hits = sd.collide(scene, [0.0, 0.1, 0.2 + 0.05 + height] + half_turn)
+    assert len(hits.distances) == 1
+    bound = rounding_bound(16)
+    assert abs(hits.distances[0] - height) <= bound
+    assert np.abs(hits.normals[0] - [0, 0, 1]).max() <= bound
+    assert np.abs(hits.witness_b[0] - [0.0, 0.1, 0.2]).max() <= bound
+    assert np.abs(hits.witness_a[0] - [0.0, 0.1, 0.2 + height]).max() <= bound
 
 
 @pytest.mark.parametrize("kind", ["sphere", "capsule", "box", "cylinder", "mesh", "ellipsoid"])

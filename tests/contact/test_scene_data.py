@@ -418,8 +418,8 @@ def _field_states(rng, n):
 def test_shapes_on_a_height_field_take_this_road_with_the_contact_objects_data(native_backend, monkeypatch):
     """A sphere, a capsule, a box, a cylinder, a mesh and an ellipsoid over a bumpy height field: their
     pairs with it are rows of their hits (each feature's point on the surface, an ellipsoid's support
-    point on the faces, the grid points and edges pressing into a box, a capsule or an ellipsoid:
-    ``collision_hfield.field_pairs``); a state's data come with no Contact object and equal those laid
+    point on the faces, the grid points pressing into a box, a capsule or an ellipsoid, the edges into a
+    capsule or an ellipsoid: ``collision_hfield.field_pairs``); a state's data come with no Contact object and equal those laid
     out from Contact objects, each kind touching the field in some states."""
     rng = np.random.default_rng(21)
     heights = rng.uniform(0, 1, (13, 13))

@@ -23,7 +23,7 @@ against a height field: its features (a sphere, a capsule's end spheres, a box's
 rim points, a mesh's hull vertices) against the surface's triangles
 (:mod:`~sparsedyn.contact.heightfield`), an ellipsoid's support point on the faces
 (:mod:`~sparsedyn.contact.ellipsoid_field`), and the grid points pressing deeper into a box, a capsule
-or an ellipsoid, and the triangle edges into an ellipsoid.
+or an ellipsoid, and the triangle edges into a capsule or an ellipsoid.
 The deepest of a pair's hits is its closest pair of points (coal's ``distance``).  coal's contact
 patches are not used: their points carry the depth of the closest pair, not their own.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import use_backend
-from .closed_forms import sphere_box, sphere_capsule
+from .closed_forms import _segments, sphere_box, sphere_capsule, sphere_sphere
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
 from .collision_near import NEAR_COLUMNS, hit_rows
 from .ellipsoid_field import ellipsoid_faces, point_ellipsoid, segment_ellipsoid
@@ -18,7 +18,8 @@ from .heightfield_c import field_grid, points_on_hfield_c
 __all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
 
 #: Rows a box's, a capsule's or an ellipsoid's pair with a height field keeps beside its features' for grid
-#: points pressing into it (a step with more falls back to the general road).
+#: points (and a capsule's or an ellipsoid's for edges) pressing into it (a step with more falls back to the
+#: general road).
 GRID_ROWS = 8
 #: Rows an ellipsoid's pair with a height field keeps for its support point on the faces.
 FACE_ROWS = 4
@@ -58,7 +59,8 @@ def hfield_pairs(scene, ks, R, p, margin):
     (:func:`~sparsedyn.contact.heightfield.points_on_hfield`, the features of every pair on a field in
     one call: C where built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and the hits of
     :func:`_more_hits`: an ellipsoid's support point on the faces, and the grid points pressing into a
-    box, a capsule or an ellipsoid deeper than every other hit (a bump under a face).
+    box, a capsule or an ellipsoid, and the triangles' edges into a capsule or an ellipsoid, deeper than
+    every other hit (a bump or a ridge under a face).
     A shape whose bounding sphere lies higher than ``margin`` above every grid point under it has
     none (:func:`_near`).  coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth
     as ``-|d|`` whichever the side, and measures a cell as a prism whose side walls are not the surface."""
@@ -84,18 +86,20 @@ def hfield_pairs(scene, ks, R, p, margin):
         pair, flip = ks[at][owner[idx]], field[at][owner[idx]][:, None]
         wa, wb, n = wa @ R[f].T + p[f], wb @ R[f].T + p[f], n @ R[f].T              # (world)
         wa, wb, n = np.where(flip, wb, wa), np.where(flip, wa, wb), np.where(flip, -n, n)
-        more = np.array([scene.shapes[x].kind in _MORE for x in sa.tolist()], bool)
-        plain = ~more[owner[idx]]
-        blocks.append((pair[plain], d[plain], wa[plain], wb[plain], n[plain]))
-        lo, hi = (np.searchsorted(owner[idx], np.arange(len(at)), side) for side in ("left", "right"))
-        for t in np.flatnonzero(more).tolist():          # a box's, capsule's, ellipsoid's more hits after its features
-            s, e = lo[t], hi[t]
-            own = _more_hits(scene, sa[t], near[t][1], triangles, grid.reshape(z.shape + (3,)), Rl[t], pl[t], R[f],
-                             p[f], R[sa[t]], p[sa[t]], cut_k[t], d[s:e].min(initial=np.inf))
-            if field[at[t]]:
-                own = (own[0], own[2], own[1], -own[3])
-            blocks.append((np.full(e - s + len(own[0]), ks[at[t]]),
-                           *(np.concatenate([u[s:e], y]) for u, y in zip((d, wa, wb, n), own))))
+        more, o = np.array([scene.shapes[x].kind in _MORE for x in sa.tolist()], bool), owner[idx]
+        if not more.any():
+            blocks.append((pair, d, wa, wb, n))
+            continue
+        deepest = np.full(len(at), np.inf)
+        np.minimum.at(deepest, o, d)
+        ts = np.flatnonzero(more)
+        t, *hits = _more_hits(scene, sa, ts, [near[x][1] for x in ts.tolist()], triangles, grid.reshape(z.shape + (3,)),
+                              Rl, pl, R, p, f, cut_k, deepest)
+        flip = field[at][t][:, None]
+        dm, wam, wbm, nm = hits
+        hits = dm, np.where(flip, wbm, wam), np.where(flip, wam, wbm), np.where(flip, -nm, nm)
+        order = np.argsort(np.concatenate([2 * o, 2 * t + 1]), kind="stable")      # (a pair's features, then more)
+        blocks.append(tuple(np.concatenate([x, y])[order] for x, y in zip((pair, d, wa, wb, n), (ks[at][t], *hits))))
     if not blocks:
         return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
     return tuple(np.concatenate(x) for x in zip(*blocks))
@@ -181,59 +185,165 @@ def _block_max(scene, h, z, i0, i1, j0, j1):
 _MORE = ("box", "capsule", "ellipsoid")
 
 
-def _more_hits(scene, a, window, triangles, grid, Rl, pl, Rh, ph, Ra, pa, cut, deepest):
-    """``(d, w_a, w_b, n)`` (world, ``a`` the shape, ``n`` from the field towards it) of shape ``a``'s
-    hits with a height field beside its features' (the deepest at ``deepest``): for an ellipsoid its
-    support point's on the faces of the triangles in the ``window`` of grid rows and columns ``(i0, i1,
-    j0, j1)``; for a box, a capsule and an ellipsoid the window's grid points, and for an ellipsoid the
-    triangles' edges (:func:`_ellipsoid_hits`), within ``cut`` and deeper than every feature and face
-    by :data:`SAME_DEPTH` (a bump or a ridge pressing into it).  ``grid`` (nrow, ncol, 3),
-    ``triangles``, ``Rl`` and ``pl`` (the shape) in the field's frame, which is ``(Rh, ph)``; ``(Ra,
-    pa)`` the shape's."""
-    s = scene.shapes[a]
-    i0, i1, j0, j1 = window
-    G = grid[i0:i1, j0:j1]
-    points = G.reshape(-1, 3)
-    points = points[np.linalg.norm(points - pl, axis=1) < s.bounding_radius + cut] @ Rh.T + ph
-    m = len(points)
-    faces = [np.zeros(0), *np.zeros((3, 0, 3))]
-    if s.kind == "box":
-        dv, wv, ws, n = sphere_box(points, np.zeros(m), np.tile(Ra, (m, 1, 1)), np.tile(pa, (m, 1)),
-                                   np.tile(np.array(s.size) / 2, (m, 1)))
-        more = (dv, ws, wv, -n)                        # (from the box towards the point: reversed)
-    elif s.kind == "capsule":
-        dv, wv, ws, n = sphere_capsule(points, np.zeros(m), np.tile(pa, (m, 1)), np.tile(Ra[:, 2], (m, 1)),
-                                       np.full(m, s.size[1] / 2), np.full(m, s.size[0]))
-        more = (dv, ws, wv, -n)
-    else:
-        faces, edges = _ellipsoid_hits(s, grid, window, triangles, Rl, pl, Rh, ph, cut)
-        more = tuple(np.concatenate(x) for x in zip(point_ellipsoid(points, Ra, pa, np.array(s.size)), edges))
-        deepest = min(deepest, faces[0].min(initial=np.inf))
-    keep = (more[0] < cut) & (more[0] < deepest - SAME_DEPTH)
-    return tuple(np.concatenate([x, y[keep]]) for x, y in zip(faces, more))
+def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, deepest):
+    """``(t, d, w_a, w_b, n)`` (world, ``a`` the shape, ``n`` from the field towards it; ``t`` the
+    position in ``sa`` of each hit's shape) of the shapes ``sa[ts]`` (boxes, capsules, ellipsoids; near
+    height field ``f``, each over the ``windows`` of grid rows and columns ``(i0, i1, j0, j1)``) beside
+    their features' hits (the deepest of shape ``sa[x]``'s at ``deepest[x]``): an ellipsoid's support
+    point on the faces of its window's triangles (:func:`_ellipsoid_hits`); the window's grid points
+    against a box, a capsule or an ellipsoid, and its triangles' edges against a capsule
+    (:func:`_capsule_edges`) or an ellipsoid where the edge is a ridge whose least distance to it
+    lies inside it (:func:`_local_least`); those within ``cut[x]`` and deeper than every feature and
+    face by :data:`SAME_DEPTH` (a bump or a ridge pressing into it).  ``grid`` (nrow, ncol, 3),
+    ``triangles``, ``Rl`` and ``pl`` (the shapes, (m, 3, 3) and (m, 3)) in the field's frame; ``R``,
+    ``p`` every shape's world placement."""
+    Rh, ph = R[f], p[f]
+    kinds = np.array([scene.shapes[sa[x]].kind for x in ts.tolist()])
+    reach = np.array([scene.shapes[sa[x]].bounding_radius for x in ts.tolist()]) + cut[ts]
+    P, own = _window_points(grid, windows, pl[ts], reach)
+    size = np.array([np.resize(scene.shapes[sa[x]].size, 3) for x in ts.tolist()])[own]
+    own = ts[own]
+    X, Ra, pa = P @ Rh.T + ph, R[sa[own]], p[sa[own]]
+    blocks = [[np.zeros(0, int), np.zeros(0), *np.zeros((3, 0, 3)), np.zeros(0, bool)]]
+    for kind in ("box", "capsule"):
+        k = np.flatnonzero(kinds[np.searchsorted(ts, own)] == kind) if len(own) else np.zeros(0, int)
+        if not len(k):
+            continue
+        if kind == "box":
+            dv, wv, ws, n = sphere_box(X[k], np.zeros(len(k)), Ra[k], pa[k], size[k] / 2)
+        else:
+            dv, wv, ws, n = sphere_capsule(X[k], np.zeros(len(k)), pa[k], Ra[k, :, 2], size[k, 1] / 2, size[k, 0])
+        blocks.append([own[k], dv, ws, wv, -n, np.zeros(len(k), bool)])   # (n from the shape: reversed)
+    caps = ts[kinds == "capsule"]
+    if len(caps):
+        blocks.append(_capsule_edges(scene, f, sa, caps, [windows[i] for i in np.flatnonzero(kinds == "capsule")],
+                                     grid, Rl, pl, Rh, ph, cut))
+    deepest = deepest.copy()
+    for i in np.flatnonzero(kinds == "ellipsoid").tolist():
+        x = ts[i]
+        faces, edges = _ellipsoid_hits(scene, f, sa[x], grid, windows[i], triangles, Rl[x], pl[x], Rh, ph, cut[x])
+        mine = own == x
+        points = point_ellipsoid(X[mine], R[sa[x]], p[sa[x]], np.array(scene.shapes[sa[x]].size))
+        m = int(mine.sum()) + len(edges[0])
+        blocks.append([np.full(len(faces[0]), x), *faces, np.ones(len(faces[0]), bool)])    # (faces: all kept)
+        blocks.append([np.full(m, x), *(np.concatenate(y) for y in zip(points, edges)), np.zeros(m, bool)])
+        deepest[x] = min(deepest[x], faces[0].min(initial=np.inf))
+    t, d, wa, wb, n, faces = (np.concatenate(x) for x in zip(*blocks))
+    keep = (d < cut[t]) & (faces | (d < deepest[t] - SAME_DEPTH))
+    return t[keep], d[keep], wa[keep], wb[keep], n[keep]
 
 
-def _ellipsoid_hits(s, grid, window, triangles, Rl, pl, Rh, ph, cut):
-    """An ellipsoid ``s`` (placed ``(Rl, pl)`` in the field's frame, which is ``(Rh, ph)``) against the
-    triangles of the ``window`` of rows and columns of the ``grid`` (nrow, ncol, 3):
+def _window_points(grid, windows, c, reach):
+    """``(P (k, 3), owner (k,))``: the grid points of each window ``(i0, i1, j0, j1)`` of rows and columns
+    of ``grid`` (nrow, ncol, 3) within ``reach[i]`` of the point ``c[i]``, and the window of each."""
+    P = [grid[i0:i1, j0:j1].reshape(-1, 3) for i0, i1, j0, j1 in windows]
+    owner = np.repeat(np.arange(len(P)), [len(x) for x in P])
+    P = np.concatenate(P) if P else np.zeros((0, 3))
+    near = ((P - c[owner]) ** 2).sum(1) < reach[owner] ** 2
+    return P[near], owner[near]
+
+
+def _ellipsoid_hits(scene, f, a, grid, window, triangles, Rl, pl, Rh, ph, cut):
+    """An ellipsoid, shape ``a`` (placed ``(Rl, pl)`` in the frame of height field ``f``, which is ``(Rh,
+    ph)``), against the triangles of the ``window`` of rows and columns of the ``grid`` (nrow, ncol, 3):
     ``(faces, edges)``, the ``(d, w_a, w_b, n)`` (world) of its support point on the faces
     (:func:`~sparsedyn.contact.ellipsoid_field.ellipsoid_faces`) within ``cut``, and of the triangles'
-    edges whose closest point to it lies inside them
-    (:func:`~sparsedyn.contact.ellipsoid_field.segment_ellipsoid`), those near its bounding sphere."""
+    edges near its bounding sphere whose least distance to it lies inside them and is the least about
+    the edge (:func:`~sparsedyn.contact.ellipsoid_field.segment_ellipsoid`, :func:`_local_least`)."""
+    s = scene.shapes[a]
     i0, i1, j0, j1 = window
-    G, radii = grid[i0:i1, j0:j1], np.array(s.size)
+    radii = np.array(s.size)
     cells = (np.arange(i0, i1 - 1)[:, None] * (grid.shape[1] - 1) + np.arange(j0, j1 - 1)).ravel()
     d, wa, wb, n = ellipsoid_faces(triangles[np.concatenate([2 * cells, 2 * cells + 1])], Rl, pl, radii)
     within = d < cut
     faces = (d[within], wa[within] @ Rh.T + ph, wb[within] @ Rh.T + ph, n[within] @ Rh.T)
-    # a cell's edges: along x, along y, and its diagonal from (i, j) to (i + 1, j + 1)
-    ends = [(G[:, :-1], G[:, 1:]), (G[:-1], G[1:]), (G[:-1, :-1], G[1:, 1:])]
-    P0, P1 = (np.concatenate([e[x].reshape(-1, 3) for e in ends]) for x in (0, 1))
-    near = np.linalg.norm((P0 + P1) / 2 - pl, axis=1) < s.bounding_radius + cut + np.linalg.norm(P1 - P0, axis=1) / 2
-    d, wa, wb, n, along = segment_ellipsoid(P0[near], P1[near], Rl, pl, radii)
-    inside = (0 < along) & (along < 1)
+    P0, P1, T, _ = _edges(scene, f, grid, [window], pl[None], np.array([s.bounding_radius + cut]))
+    d, wa, wb, n, along = segment_ellipsoid(P0, P1, Rl, pl, radii)
+    inside = (0 < along) & (along < 1) & _local_least(n, T)
     edges = (d[inside], wa[inside] @ Rh.T + ph, wb[inside] @ Rh.T + ph, n[inside] @ Rh.T)
     return faces, edges
+
+
+def _edges(scene, f, grid, windows, c, reach):
+    """``(P0, P1, T, owner)``: the triangles' edges among the grid points of each window ``(i0, i1, j0,
+    j1)`` of rows and columns of height field ``f``'s ``grid`` (nrow, ncol, 3) that come within
+    ``reach[i]`` of the point ``c[i]`` (:func:`_edge_table`: their ends ``P0``, ``P1`` (e, 3) and the
+    directions ``T`` (e, 2, 3) into their triangles), and the window of each."""
+    P0, P1, T, mid, half = _edge_table(scene, f, grid)
+    nrow, ncol = grid.shape[:2]
+    i0, i1, j0, j1 = np.array(windows, int).reshape(-1, 4).T
+    r = i0[:, None] + np.arange(max(1, int((i1 - i0).max(initial=1))))            # (m, rows), past i1: off
+    k = j0[:, None] + np.arange(max(1, int((j1 - j0).max(initial=1))))
+    on_r, on_k, up_r, up_k = r < i1[:, None], k < j1[:, None], r + 1 < i1[:, None], k + 1 < j1[:, None]
+    x = (r[:, :, None] * (ncol - 1) + k[:, None], up_k[:, None] & on_r[:, :, None])           # along x
+    y = (nrow * (ncol - 1) + r[:, :, None] * ncol + k[:, None], on_k[:, None] & up_r[:, :, None])  # along y
+    g = (nrow * (ncol - 1) + (nrow - 1) * ncol + r[:, :, None] * (ncol - 1) + k[:, None],
+         up_k[:, None] & up_r[:, :, None])                                               # diagonals
+    owner = np.broadcast_to(np.arange(len(i0))[:, None, None], x[1].shape)
+    ids = np.concatenate([e[e_on] for e, e_on in (x, y, g)])
+    owner = np.concatenate([owner[e_on] for _, e_on in (x, y, g)])
+    near = ((mid[ids] - c[owner]) ** 2).sum(1) < (reach[owner] + half[ids]) ** 2
+    ids, owner = ids[near], owner[near]
+    return P0[ids], P1[ids], T[ids], owner
+
+
+def _edge_table(scene, f, grid):
+    """``(P0, P1, T, mid, half)`` of every triangle edge of height field ``f`` (its ``grid`` (nrow, ncol,
+    3), its frame), kept by the scene: the ends, the directions ``T`` (E, 2, 3) across the edge into its
+    two triangles (in each triangle's plane, perpendicular to the edge; zero where the edge is the
+    grid's border), the midpoints and half lengths.  The edges along x of row ``i`` from column ``j``
+    first (``i (ncol - 1) + j``), then those along y, then the cells' diagonals from (i, j) to (i + 1, j
+    + 1); a cell's triangles ``(i, j), (i, j + 1), (i + 1, j + 1)`` and ``(i, j), (i + 1, j + 1), (i + 1,
+    j)``."""
+    key = ("hfield edges", f)
+    got = scene.cache.get(key)
+    if got is not None:
+        return got
+    nrow, ncol = grid.shape[:2]
+    r, k = np.meshgrid(np.arange(nrow), np.arange(ncol), indexing="ij")
+    x, y, g = (r[:, :-1], k[:, :-1]), (r[:-1], k[:-1]), (r[:-1, :-1], k[:-1, :-1])
+    # (start, end, the third corner of the triangle on one side, of the other)
+    ends = [(x, (x[0], x[1] + 1), (x[0] + 1, x[1] + 1), (x[0] - 1, x[1])),
+            (y, (y[0] + 1, y[1]), (y[0], y[1] - 1), (y[0] + 1, y[1] + 1)),
+            (g, (g[0] + 1, g[1] + 1), (g[0], g[1] + 1), (g[0] + 1, g[1]))]
+    idx = [np.concatenate([e[s][t].ravel() for e in ends]) for s in range(4) for t in range(2)]
+    P0, P1 = grid[idx[0], idx[1]], grid[idx[2], idx[3]]
+    e = (P1 - P0) / np.linalg.norm(P1 - P0, axis=1)[:, None]
+    T = []
+    for a, b in ((idx[4], idx[5]), (idx[6], idx[7])):
+        inside = (0 <= a) & (a < nrow) & (0 <= b) & (b < ncol)
+        w = grid[np.clip(a, 0, nrow - 1), np.clip(b, 0, ncol - 1)] - P0
+        w -= (w * e).sum(1)[:, None] * e
+        T.append(np.where(inside[:, None], w, 0.0))
+    got = scene.cache[key] = (P0, P1, np.stack(T, 1), (P0 + P1) / 2, np.linalg.norm(P1 - P0, axis=1) / 2)
+    return got
+
+
+def _local_least(n, T):
+    """Whether each edge hit of normal ``n`` (e, 3) is the least distance about its edge: moving its
+    surface point into either triangle (``T`` (e, 2, 3), :func:`_edges`) takes it no nearer the shape
+    (``n . t <= 0``, ``n`` from the surface towards the shape): a ridge's, not a valley's, nor an edge's
+    inside a plane."""
+    return ((T * n[:, None]).sum(2) <= 0).all(1)
+
+
+def _capsule_edges(scene, f, sa, caps, windows, grid, Rl, pl, Rh, ph, cut):
+    """``[t, d, w_a, w_b, n, False...]`` (world; ``t`` the position in ``sa`` of each hit's capsule) of
+    the triangles' edges of each capsule ``sa[caps]``'s window (:func:`_edges`, the field's frame, which
+    is ``(Rh, ph)``) crossing it over its axis (a ridge across it): the closest points of the edge and
+    the axis inside both (an end of either is a grid point's or an end sphere's hit), within ``cut``,
+    the least distance about the edge (:func:`_local_least`)."""
+    size = np.array([scene.shapes[sa[x]].size for x in caps.tolist()], float)          # (radius, length)
+    P0, P1, T, o = _edges(scene, f, grid, windows, pl[caps], [scene.shapes[sa[x]].bounding_radius for x in
+                                                              caps.tolist()] + cut[caps])
+    t, r, h = caps[o], size[o, 0], size[o, 1]
+    u = Rl[t, :, 2]
+    A0, d1, d2 = pl[t] - (h / 2)[:, None] * u, h[:, None] * u, P1 - P0
+    s_axis, s_edge = _segments(A0, d1, P0, d2)
+    d, wa, wb, n = sphere_sphere(A0 + s_axis[:, None] * d1, r, P0 + s_edge[:, None] * d2, np.zeros(len(t)))
+    keep = (0 < s_axis) & (s_axis < 1) & (0 < s_edge) & (s_edge < 1) & (d < cut[t]) & _local_least(n, T)
+    return [t[keep], d[keep], wa[keep] @ Rh.T + ph, wb[keep] @ Rh.T + ph, n[keep] @ Rh.T,
+            np.zeros(int(keep.sum()), bool)]
 
 
 def field_pairs(scene, ks):
