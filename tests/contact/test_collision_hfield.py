@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact.collision_hfield import _features, hfield_pairs
+from sparsedyn.contact.collision_hfield import _features, _lower_bounds, _reach_down, hfield_pairs
+from sparsedyn.contact.ellipsoid_field import point_ellipsoid
 from sparsedyn.model.spatial import Transform
 from conftest import rounding_bound
 from test_heightfield import SIZE
@@ -90,3 +91,57 @@ def test_a_windows_block_bound_is_at_least_its_highest_grid_point():
     blocks = [z[a // BLOCK * BLOCK:(a // BLOCK + 1) * BLOCK, c // BLOCK * BLOCK:(c // BLOCK + 1) * BLOCK].max()
               for a, c in zip(i0[one], j0[one])]
     assert np.array_equal(got[one], blocks) and np.array_equal(got[wide], own[wide])
+
+
+def test_the_ellipsoids_lower_bounds_are_at_most_the_distance():
+    """An ellipsoid's cheap bounds (:func:`_lower_bounds`, which spare the exact distance of far grid
+    points and edges) against the exact distance of points (``point_ellipsoid``, its closest-point
+    conditions checked in test_ellipsoid_field) and of segments (the least over 2,001 points along each,
+    which is at least the segment's): never above it; ``-inf`` exactly for a point inside; a point
+    on an axis's extension at its distance, the bound's scale being the smallest semi-axis (exact there)."""
+    rng = np.random.default_rng(7)
+    e = np.array([0.3, 0.2, 0.1])
+    Y0, Y1 = rng.normal(size=(300, 3)) * 0.4, rng.normal(size=(300, 3)) * 0.4
+    d = point_ellipsoid(Y0, np.eye(3), np.zeros(3), e)[0]
+    low = _lower_bounds(Y0, None, e)
+    assert np.all(low <= d + rounding_bound(16)) and np.array_equal(np.isinf(low), d < 0)
+    s = np.linspace(0, 1, 2001)
+    for k in range(0, 300, 10):
+        along = point_ellipsoid(Y0[k] + s[:, None] * (Y1[k] - Y0[k]), np.eye(3), np.zeros(3), e)[0].min()
+        assert _lower_bounds(Y0[k:k + 1], Y1[k:k + 1], e)[0] <= along + rounding_bound(16)
+    assert abs(_lower_bounds(np.array([[0.0, 0.0, 0.35]]), None, e)[0] - 0.25) <= rounding_bound(4)
+
+
+@pytest.mark.parametrize("kind, size", [("sphere", (0.1,)), ("capsule", (0.1, 0.4)), ("box", (0.2, 0.4, 0.6)),
+                                        ("cylinder", (0.1, 0.4)), ("ellipsoid", (0.3, 0.2, 0.1))])
+def test_how_far_a_shape_reaches_down_is_its_lowest_point(kind, size):
+    """Turned at random, each kind's reach below its centre along an axis (the shapes' height above a
+    field judged by it) is the greatest of its points' depths along that axis: a box's corners, a
+    capsule's end spheres, a sphere's radius (exact); an ellipsoid's against the plane's closed form's
+    support point; a cylinder's against 3,600 points of its two rims (a point of them within 2 pi r /
+    3,600 of the lowest, so no more than that short of it)."""
+    from sparsedyn.contact.closed_forms import ellipsoid_plane
+    rng = np.random.default_rng(11)
+    scene = _scene(kind, size)
+    up = np.array([0.3, -0.2, 1.0]) / np.linalg.norm([0.3, -0.2, 1.0])
+    rb = scene.shapes[0].bounding_radius
+    for _ in range(20):
+        Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        R = Q * np.linalg.det(Q)
+        got = _reach_down(scene, np.array([0]), R[None], up, np.array([rb]))[0]
+        bound = rounding_bound(16)
+        if kind == "sphere":
+            assert abs(got - size[0]) <= bound
+        elif kind == "capsule":
+            assert abs(got - (size[0] + size[1] / 2 * abs(R[:, 2] @ up))) <= bound
+        elif kind == "box":
+            corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * np.array(size) / 2
+            assert abs(got - (-(corners @ R.T) @ up).max()) <= bound
+        elif kind == "ellipsoid":
+            _, x, _, _ = ellipsoid_plane(R[None], np.zeros((1, 3)), np.array([size]), up[None], np.zeros((1, 3)))
+            assert abs(got - (-x[0] @ up)) <= bound
+        else:
+            t = np.linspace(0, 2 * np.pi, 3600, endpoint=False)
+            rim = np.column_stack([size[0] * np.cos(t), size[0] * np.sin(t), np.zeros_like(t)])
+            low = max((-((rim + [0, 0, z]) @ R.T) @ up).max() for z in (-size[1] / 2, size[1] / 2))
+            assert low - bound <= got <= low + 2 * np.pi * size[0] / 3600

@@ -134,16 +134,18 @@ def _near(scene, h, a, R, p, cut):
     """``[(i, (i0, i1, j0, j1))]``: of the shapes ``a`` (m,) (world placements ``R`` (S, 3, 3), ``p`` (S,
     3)), those that may have a hit within ``cut`` (m,) of height field ``h``, with the rows ``i0:i1``
     and columns ``j0:j1`` of the grid points within their bounding sphere and ``cut`` and a cell of it
-    in x and y.  The others have none: a bounding sphere (centre ``o`` in the field's frame) more than
-    ``cut`` above the highest of those grid points (every surface point and grid point that a
-    feature's or a grid point's hit can reach: the surface's triangles lie below their corners), first
+    in x and y.  The others have none: a shape's lowest point (its bounding sphere's centre ``o`` in the
+    field's frame less :func:`_reach_down`) more than ``cut`` above the highest of those grid points
+    (every surface point and grid point that a feature's or a grid point's hit can reach: the
+    surface's triangles lie below their corners), first
     against the field's highest point, then the highest of the blocks of :data:`BLOCK` grid points
     the window meets (:func:`_block_max`, at least the window's), then the window's own, or off the
     grid by as much."""
     c, rad = _bounds(scene)
     o, rb = (p[a] + np.einsum("mij,mj->mi", R[a], c[a]) - p[h]) @ R[h], rad[a]
     (sx, sy, _, _), (_, _, z, top, _) = scene.shapes[h].size, _field(scene, h)
-    maybe = o[:, 2] - rb - top < cut
+    down = _reach_down(scene, a, R[a], R[h][:, 2], rb)
+    maybe = o[:, 2] - down - top < cut
     if not maybe.any():
         return []
     nrow, ncol = z.shape
@@ -154,9 +156,42 @@ def _near(scene, h, a, R, p, cut):
     j0, j1 = (np.clip(np.floor((o[i, 0] + sx + s * w[i]) / dx), 0, ncol - 1).astype(int) for s in (-1, 1))
     i0, i1 = (np.clip(np.floor((o[i, 1] + sy + s * w[i]) / dy), 0, nrow - 1).astype(int) for s in (-1, 1))
     i1, j1 = np.minimum(i1 + 1, nrow - 1), np.minimum(j1 + 1, ncol - 1)      # (the window's last grid points)
-    low = (o[i, 2] - rb[i] - cut[i]).tolist()
+    low = (o[i, 2] - down[i] - cut[i]).tolist()
     keep = np.flatnonzero(low < _block_max(scene, h, z, i0, i1, j0, j1)).tolist()
     return [(i[k], (i0[k], i1[k] + 1, j0[k], j1[k] + 1)) for k in keep if low[k] < z[i0[k]:i1[k] + 1, j0[k]:j1[k] + 1].max()]
+
+
+def _reach_down(scene, a, R, up, rb):
+    """How far each shape ``a`` (m,) (orientations ``R`` (m, 3, 3), world) reaches below its bounding
+    sphere's centre along the unit vector ``up`` (3,) (its support along ``-up``): a sphere's radius, a
+    capsule's ``r + h |u . up|``, a box's ``sum h_i |R_i . up|``, a cylinder's ``h |u . up| + r sqrt(1 -
+    (u . up)^2)``, an ellipsoid's ``|D R^T up|``; a mesh's bounding radius ``rb`` (m,)."""
+    kinds, size = _kinds_sizes(scene)
+    k, e = kinds[a], size[a]
+    c = np.abs(np.einsum("mij,i->mj", R, up))                   # |R_j . up|, each axis of each shape
+    axis = np.minimum(c[:, 2], 1.0)
+    out = np.select([k == 0, k == 1, k == 2, k == 3, k == 4],
+                    [e[:, 0], e[:, 0] + e[:, 1] / 2 * axis, (e / 2 * c).sum(1),
+                     e[:, 1] / 2 * axis + e[:, 0] * np.sqrt(1.0 - axis * axis), np.sqrt(((e * c) ** 2).sum(1))], rb)
+    return np.minimum(out, rb)
+
+
+#: The kinds :func:`_reach_down` has a support for, by code.
+_SUPPORTED = ("sphere", "capsule", "box", "cylinder", "ellipsoid")
+
+
+def _kinds_sizes(scene):
+    """``(codes (S,), sizes (S, 3))`` of the scene's shapes (:data:`_SUPPORTED`'s index, or -1; sizes
+    padded with zeros), kept by the scene."""
+    got = scene.cache.get("hfield kinds")
+    if got is None:
+        codes = np.array([_SUPPORTED.index(x.kind) if x.kind in _SUPPORTED else -1 for x in scene.shapes], int)
+        sizes = np.zeros((len(scene.shapes), 3))
+        for i, x in enumerate(scene.shapes):
+            if x.kind in _SUPPORTED:
+                sizes[i, :len(x.size)] = x.size
+        got = scene.cache["hfield kinds"] = (codes, sizes)
+    return got
 
 
 #: The side of the blocks of grid points whose highest :func:`_block_max` keeps.
@@ -221,12 +256,10 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
     deepest = deepest.copy()
     for i in np.flatnonzero(kinds == "ellipsoid").tolist():
         x = ts[i]
-        faces, edges = _ellipsoid_hits(scene, f, sa[x], grid, windows[i], triangles, Rl[x], pl[x], Rh, ph, cut[x])
-        mine = own == x
-        points = point_ellipsoid(X[mine], R[sa[x]], p[sa[x]], np.array(scene.shapes[sa[x]].size))
-        m = int(mine.sum()) + len(edges[0])
+        faces, more = _ellipsoid_hits(scene, f, sa[x], grid, windows[i], triangles, (Rl[x], pl[x]), (Rh, ph),
+                                      (R[sa[x]], p[sa[x]]), X[own == x], cut[x], deepest[x])
         blocks.append([np.full(len(faces[0]), x), *faces, np.ones(len(faces[0]), bool)])    # (faces: all kept)
-        blocks.append([np.full(m, x), *(np.concatenate(y) for y in zip(points, edges)), np.zeros(m, bool)])
+        blocks.append([np.full(len(more[0]), x), *more, np.zeros(len(more[0]), bool)])
         deepest[x] = min(deepest[x], faces[0].min(initial=np.inf))
     t, d, wa, wb, n, faces = (np.concatenate(x) for x in zip(*blocks))
     keep = (d < cut[t]) & (faces | (d < deepest[t] - SAME_DEPTH))
@@ -243,25 +276,46 @@ def _window_points(grid, windows, c, reach):
     return P[near], owner[near]
 
 
-def _ellipsoid_hits(scene, f, a, grid, window, triangles, Rl, pl, Rh, ph, cut):
-    """An ellipsoid, shape ``a`` (placed ``(Rl, pl)`` in the frame of height field ``f``, which is ``(Rh,
-    ph)``), against the triangles of the ``window`` of rows and columns of the ``grid`` (nrow, ncol, 3):
-    ``(faces, edges)``, the ``(d, w_a, w_b, n)`` (world) of its support point on the faces
-    (:func:`~sparsedyn.contact.ellipsoid_field.ellipsoid_faces`) within ``cut``, and of the triangles'
-    edges near its bounding sphere whose least distance to it lies inside them and is the least about
-    the edge (:func:`~sparsedyn.contact.ellipsoid_field.segment_ellipsoid`, :func:`_local_least`)."""
-    s = scene.shapes[a]
+def _ellipsoid_hits(scene, f, a, grid, window, triangles, local, field, placed, X, cut, deepest):
+    """An ellipsoid, shape ``a`` (placed ``local = (Rl, pl)`` in the frame of height field ``f``, which is
+    ``field = (Rh, ph)``, and ``placed = (Ra, pa)`` in the world), against the triangles of the
+    ``window`` of rows and columns of the ``grid`` (nrow, ncol, 3): ``(faces, more)``, the ``(d, w_a,
+    w_b, n)`` (world) of its support point on the faces
+    (:func:`~sparsedyn.contact.ellipsoid_field.ellipsoid_faces`) within ``cut``, and of the grid points
+    ``X`` (world) and the triangles' edges near its bounding sphere whose least distance to it lies
+    inside them and is the least about the edge (:func:`~sparsedyn.contact.ellipsoid_field.segment_ellipsoid`,
+    :func:`_local_least`) that may come nearer than ``cut`` and the faces' and ``deepest`` less
+    :data:`SAME_DEPTH` (:func:`_lower_bounds`: the others are not measured)."""
+    (Rl, pl), (Rh, ph), (Ra, pa) = local, field, placed
+    radii = np.array(scene.shapes[a].size)
     i0, i1, j0, j1 = window
-    radii = np.array(s.size)
     cells = (np.arange(i0, i1 - 1)[:, None] * (grid.shape[1] - 1) + np.arange(j0, j1 - 1)).ravel()
     d, wa, wb, n = ellipsoid_faces(triangles[np.concatenate([2 * cells, 2 * cells + 1])], Rl, pl, radii)
     within = d < cut
     faces = (d[within], wa[within] @ Rh.T + ph, wb[within] @ Rh.T + ph, n[within] @ Rh.T)
-    P0, P1, T, _ = _edges(scene, f, grid, [window], pl[None], np.array([s.bounding_radius + cut]))
-    d, wa, wb, n, along = segment_ellipsoid(P0, P1, Rl, pl, radii)
-    inside = (0 < along) & (along < 1) & _local_least(n, T)
+    limit = min(cut, min(deepest, faces[0].min(initial=np.inf)) - SAME_DEPTH)
+    X = X[_lower_bounds((X - pa) @ Ra, None, radii) < limit]
+    points = point_ellipsoid(X, Ra, pa, radii)
+    P0, P1, T, _ = _edges(scene, f, grid, [window], pl[None], np.array([scene.shapes[a].bounding_radius + cut]))
+    near = _lower_bounds((P0 - pl) @ Rl, (P1 - pl) @ Rl, radii) < limit
+    d, wa, wb, n, along = segment_ellipsoid(P0[near], P1[near], Rl, pl, radii)
+    inside = (0 < along) & (along < 1) & _local_least(n, T[near])
     edges = (d[inside], wa[inside] @ Rh.T + ph, wb[inside] @ Rh.T + ph, n[inside] @ Rh.T)
-    return faces, edges
+    return faces, tuple(np.concatenate(x) for x in zip(points, edges))
+
+
+def _lower_bounds(Y0, Y1, radii):
+    """At most the distance of each point ``Y0`` (k, 3), or segment from ``Y0`` to ``Y1``, from the
+    ellipsoid of semi-axes ``radii`` (both in its frame), ``-inf`` for those that reach into it: ``e_min
+    (|Z| - 1)``, ``|Z|`` the least norm of the point or segment scaled by ``1 / radii`` (the scaling
+    stretches no length by more than ``1 / e_min``, and takes the ellipsoid onto the unit ball)."""
+    Z = Y0 / radii
+    if Y1 is not None:
+        D = Y1 / radii - Z
+        s = np.clip(-(Z * D).sum(1) / np.maximum((D * D).sum(1), np.finfo(float).tiny), 0.0, 1.0)
+        Z = Z + s[:, None] * D
+    rho = np.sqrt((Z * Z).sum(1))
+    return np.where(rho >= 1, radii.min() * (rho - 1), -np.inf)
 
 
 def _edges(scene, f, grid, windows, c, reach):
