@@ -144,8 +144,12 @@ def _near(scene, h, a, R, p, cut):
     c, rad = _bounds(scene)
     o, rb = (p[a] + np.einsum("mij,mj->mi", R[a], c[a]) - p[h]) @ R[h], rad[a]
     (sx, sy, _, _), (_, _, z, top, _) = scene.shapes[h].size, _field(scene, h)
-    down = _reach_down(scene, a, R[a], R[h][:, 2], rb)
-    maybe = o[:, 2] - down - top < cut
+    maybe = o[:, 2] - rb - top < cut                   # (the bounding sphere first: cheap)
+    if not maybe.any():
+        return []
+    down = rb.copy()
+    down[maybe] = _reach_down(scene, a[maybe], R[a[maybe]], R[h][:, 2], rb[maybe])
+    maybe &= o[:, 2] - down - top < cut
     if not maybe.any():
         return []
     nrow, ncol = z.shape
