@@ -61,8 +61,8 @@ def hfield_pairs(scene, ks, R, p, margin):
     :func:`_more_hits`: an ellipsoid's support point on the faces, and the grid points pressing into a
     box, a capsule or an ellipsoid, and the triangles' edges into a capsule or an ellipsoid, deeper than
     every other hit (a bump or a ridge under a face).
-    A shape whose bounding sphere lies higher than ``margin`` above every grid point under it has
-    none (:func:`_near`).  coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth
+    A shape whose lowest point lies higher than ``margin`` above every grid point under it has none
+    (:func:`_near`).  coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth
     as ``-|d|`` whichever the side, and measures a cell as a prism whose side walls are not the surface."""
     ks = np.asarray(ks, int).reshape(-1)
     reach = np.asarray(margin, float)

@@ -1,18 +1,18 @@
 """An ellipsoid against a height field's surface: :func:`ellipsoid_faces`, the contacts of its
-support point with each triangle whose face holds that point's projection, and
-:func:`point_ellipsoid`, a point's signed distance to an ellipsoid (the grid points pressing into it).
-Both return ``(d, w_a, w_b, n)`` with ``a`` the ellipsoid and ``b`` the surface (the conventions of
-:mod:`~sparsedyn.contact.closed_forms`).  Together they are an ellipsoid's contacts with the surface
-where its closest point lies on a face or a grid point; a triangle's edge pressing into it between
-two faces is not one (as a box's edges are not).
+support point with each triangle whose face holds that point's projection; :func:`point_ellipsoid`,
+a point's signed distance to an ellipsoid (the grid points pressing into it); and
+:func:`segment_ellipsoid`, a segment's line's (the triangles' edges: a ridge under it; and where
+along it).  Each returns ``(d, w_a, w_b, n)`` with ``a`` the ellipsoid and ``b`` the surface (the conventions of
+:mod:`~sparsedyn.contact.closed_forms`): together an ellipsoid's contacts with the surface, wherever its
+closest point lies, a face, an edge or a grid point.
 
 The closest point of an ellipsoid of semi-axes ``e`` to a point ``y`` (in its frame) is
 ``x_i = e_i^2 y_i / (t + e_i^2)``, ``t`` the root greater than ``-min e_i^2`` of
 ``F(t) = sum (e_i y_i / (t + e_i^2))^2 - 1`` (D. Eberly, "Distance from a point to an ellipse, an
 ellipsoid, or a hyperellipsoid", 2013): ``F`` is convex and decreasing there, so Newton's iteration
 from a point left of the root, ``max_i (e_i y_i - e_i^2)`` (where ``F >= 0``), rises to it without
-passing it.  ``y - x = t y / (t + e^2)``: the
-signed distance is ``t |y / (t + e^2)|`` and the outward normal ``y / (t + e^2)``, normalised.
+passing it.  ``y - x = t y / (t + e^2)``: the signed distance is ``t |y / (t + e^2)|`` and the outward
+normal ``y / (t + e^2)``, normalised.
 """
 
 from __future__ import annotations
