@@ -85,7 +85,7 @@ def hfield_pairs(scene, ks, R, p, margin):
         idx, d, wa, wb, n = hits or points_on_hfield(hf.size, hf.heights, triangles, C, r, cut)
         pair, flip = ks[at][owner[idx]], field[at][owner[idx]][:, None]
         wa, wb, n = wa @ R[f].T + p[f], wb @ R[f].T + p[f], n @ R[f].T              # (world)
-        wa, wb, n = np.where(flip, wb, wa), np.where(flip, wa, wb), np.where(flip, -n, n)
+        wa, wb, n = _flipped(flip, wa, wb, n)
         more, o = np.array([scene.shapes[x].kind in _MORE for x in sa.tolist()], bool), owner[idx]
         if not more.any():
             blocks.append((pair, d, wa, wb, n))
@@ -95,14 +95,18 @@ def hfield_pairs(scene, ks, R, p, margin):
         ts = np.flatnonzero(more)
         t, *hits = _more_hits(scene, sa, ts, [near[x][1] for x in ts.tolist()], triangles, grid.reshape(z.shape + (3,)),
                               Rl, pl, R, p, f, cut_k, deepest)
-        flip = field[at][t][:, None]
-        dm, wam, wbm, nm = hits
-        hits = dm, np.where(flip, wbm, wam), np.where(flip, wam, wbm), np.where(flip, -nm, nm)
+        hits = hits[0], *_flipped(field[at][t][:, None], *hits[1:])
         order = np.argsort(np.concatenate([2 * o, 2 * t + 1]), kind="stable")      # (a pair's features, then more)
         blocks.append(tuple(np.concatenate([x, y])[order] for x, y in zip((pair, d, wa, wb, n), (ks[at][t], *hits))))
     if not blocks:
         return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
     return tuple(np.concatenate(x) for x in zip(*blocks))
+
+
+def _flipped(flip, wa, wb, n):
+    """``(w_a, w_b, n)`` of hits with a shape first, as their pairs order them: swapped and the normal
+    reversed where ``flip`` (k, 1) (the pair's first shape is the height field)."""
+    return np.where(flip, wb, wa), np.where(flip, wa, wb), np.where(flip, -n, n)
 
 
 def _plan(scene, ks):
@@ -240,8 +244,8 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
     kinds = np.array([scene.shapes[sa[x]].kind for x in ts.tolist()])
     reach = np.array([scene.shapes[sa[x]].bounding_radius for x in ts.tolist()]) + cut[ts]
     P, own = _window_points(grid, windows, pl[ts], reach)
-    size = np.array([np.resize(scene.shapes[sa[x]].size, 3) for x in ts.tolist()])[own]
     own = ts[own]
+    size = _kinds_sizes(scene)[1][sa[own]]
     X, Ra, pa = P @ Rh.T + ph, R[sa[own]], p[sa[own]]
     blocks = [[np.zeros(0, int), np.zeros(0), *np.zeros((3, 0, 3)), np.zeros(0, bool)]]
     for kind in ("box", "capsule"):
@@ -391,7 +395,7 @@ def _capsule_edges(scene, f, sa, caps, windows, grid, Rl, pl, Rh, ph, cut):
     is ``(Rh, ph)``) crossing it over its axis (a ridge across it): the closest points of the edge and
     the axis inside both (an end of either is a grid point's or an end sphere's hit), within ``cut``,
     the least distance about the edge (:func:`_local_least`)."""
-    size = np.array([scene.shapes[sa[x]].size for x in caps.tolist()], float)          # (radius, length)
+    size = _kinds_sizes(scene)[1][sa[caps]]                          # (radius, length, 0)
     P0, P1, T, o = _edges(scene, f, grid, windows, pl[caps], [scene.shapes[sa[x]].bounding_radius for x in
                                                               caps.tolist()] + cut[caps])
     t, r, h = caps[o], size[o, 0], size[o, 1]
