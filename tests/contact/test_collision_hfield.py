@@ -23,14 +23,13 @@ def _scene(kind, size):
     ("sphere", (0.1,), [[0, 0, 0]], [0.1]),
     ("capsule", (0.1, 0.4), [[0, 0, -0.2], [0, 0, 0.2]], [0.1, 0.1]),
     ("box", (0.2, 0.4, 0.6), [[x, y, z] for x in (-0.1, 0.1) for y in (-0.2, 0.2) for z in (-0.3, 0.3)], [0.0] * 8),
-    ("cylinder", (0.1, 0.4), [[-0.1, 0, -0.2], [0.1, 0, -0.2], [0, 0.1, -0.2], [0, -0.1, -0.2],
-                              [-0.1, 0, 0.2], [0.1, 0, 0.2], [0, 0.1, 0.2], [0, -0.1, 0.2]], [0.0] * 8),
+    ("cylinder", (0.1, 0.4), np.zeros((0, 3)), []),               # (its rim points on each face)
+    ("ellipsoid", (0.1, 0.2, 0.3), np.zeros((0, 3)), []),         # (its support point on each face)
 ])
 def test_each_shape_rests_on_its_features(kind, size, centres, radii):
-    """The features by hand in the shape's frame, the field's axis ``up`` along the shape's x (a
-    cylinder's rim points: along ``up``'s horizontal part and across it)."""
+    """The features by hand in the shape's frame; none for the shapes measured against each face."""
     scene = _scene(kind, size)
-    C, r = _features(scene, scene.shapes.index(next(s for s in scene.shapes if s.kind == kind)), np.array([1.0, 0, 0]))
+    C, r = _features(scene, scene.shapes.index(next(s for s in scene.shapes if s.kind == kind)))
     assert np.array_equal(np.asarray(C, float), np.array(centres, float)) and np.array_equal(r, radii)
 
 

@@ -117,29 +117,34 @@ def test_a_ball_against_coals_distance_to_the_surface():
 
 
 def _on_shape(kind, size, R, p, x):
-    """How far point ``x`` is off the surface of an ellipsoid or a capsule of ``size`` placed ``(R, p)``
-    (the ellipsoid's ``|x / e|^2 - 1``, the capsule's distance to its axis less its radius)."""
+    """How far point ``x`` is off the surface of an ellipsoid, a cylinder or a capsule of ``size`` placed
+    ``(R, p)`` (the ellipsoid's ``|x / e|^2 - 1``, the cylinder's the larger of its distances to its side
+    and its caps' planes, signed, the capsule's distance to its axis less its radius)."""
     y = (x - p) @ R
     if kind == "ellipsoid":
         return ((y / size) ** 2).sum() - 1
+    if kind == "cylinder":
+        return max(np.hypot(y[0], y[1]) - size[0], abs(y[2]) - size[1] / 2)
     return np.hypot(y[0], y[1]) - size[0] if abs(y[2]) <= size[1] / 2 else \
         np.linalg.norm(y - [0, 0, np.sign(y[2]) * size[1] / 2]) - size[0]
 
 
-@pytest.mark.parametrize("kind, size", [("ellipsoid", (0.12, 0.09, 0.06)), ("capsule", (0.05, 0.2))])
+@pytest.mark.parametrize("kind, size", [("ellipsoid", (0.12, 0.09, 0.06)), ("capsule", (0.05, 0.2)),
+                                        ("cylinder", (0.06, 0.1))])
 def test_a_curved_shape_against_coals_distance_to_the_surface(kind, size):
-    """A turned ellipsoid or capsule over a random field, centre above the corners of the cell under it:
-    apart, its deepest hit is coal's distance to the surface triangles (a mesh), on a face, a triangle's
-    edge (a ridge across a capsule's side) or a grid point alike; in penetration at least as deep; none
+    """A turned ellipsoid, capsule or cylinder over a random field, centre above the corners of the cell
+    under it: apart, its deepest hit is coal's distance to the surface triangles (a mesh), on a face, a
+    triangle's edge (a ridge across a capsule's or a cylinder's side, or a cylinder's rim) or a grid point
+    alike; in penetration at least as deep; none
     where coal's distance is the margin or more; the deepest hit's witness points on the surface and on
     the shape, its distance apart along its normal.  An ellipsoid's witness points equal coal's to
     ``sqrt(2 tol R)``: an error ``tol`` (coal's GJK tolerance, 1e-11) in a distance at its minimum moves
     the point by that on a surface of curvature radius ``R`` (at most a^2 / c = 0.24 m); a capsule's
-    closest points are not unique where its axis lies parallel to a face."""
+    closest points, or a cylinder's, are not unique where its axis lies parallel to a face (or its cap)."""
     rng = np.random.default_rng(3)
     H = rng.uniform(0, 1, (6, 8))
     scene = _scene(kind, [sd.Shape("hfield", SIZE, heights=H, name="ground")], size=size)
-    shape = coal.Ellipsoid(*size) if kind == "ellipsoid" else coal.Capsule(*size)
+    shape = {"ellipsoid": coal.Ellipsoid, "capsule": coal.Capsule, "cylinder": coal.Cylinder}[kind](*size)
     mesh = _surface_mesh(SIZE, H)
     req = coal.DistanceRequest()
     req.gjk_tolerance = req.epa_tolerance = 1e-11
@@ -196,6 +201,27 @@ def test_a_capsule_across_a_ridge_touches_its_edge(height):
     assert np.abs(hits.normals[0] - [0, 0, 1]).max() <= bound
     assert np.abs(hits.witness_b[0] - [0.0, 0.1, 0.2]).max() <= bound
     assert np.abs(hits.witness_a[0] - [0.0, 0.1, 0.2 + height]).max() <= bound
+
+
+@pytest.mark.parametrize("height", [0.004, 0.001, -0.004])
+def test_a_cylinder_standing_on_a_ridge_touches_it_where_its_rim_crosses_it(height):
+    """The tent (a ridge along y at x = 0, 0.2 m up) and an upright cylinder (radius 0.1, length 0.1) whose
+    axis stands at (0.05, 0.1), its bottom ``height`` above the ridge's top: its rim crosses the ridge at
+    ``y = 0.1 +- sqrt(0.1^2 - 0.05^2)``, both on one edge of the grid (y from 0 to 0.25): two hits there,
+    at ``height``, straight up, the witnesses on the ridge and on the rim above it (the faces hold none
+    of the rim's points along their normals nearer than the margin 0.005, 0.0059 m at the lowest; the
+    nearest grid point is 0.0118 m off the side)."""
+    H = np.tile(1 - np.abs(np.linspace(-1, 1, 9)), (5, 1))
+    scene = _scene("cylinder", [sd.Shape("hfield", SIZE, heights=H, name="ground")], margin=0.005, size=(0.1, 0.1))
+    hits = sd.collide(scene, [0.05, 0.1, 0.2 + 0.05 + height, 0.0, 0.0, 0.0, 1.0])
+    assert len(hits.distances) == 2
+    y = 0.1 + np.array([-1, 1]) * np.sqrt(0.1 ** 2 - 0.05 ** 2)
+    order = np.argsort(hits.witness_b[:, 1])
+    bound = rounding_bound(16)
+    assert np.abs(hits.distances - height).max() <= bound
+    assert np.abs(hits.normals - [0, 0, 1]).max() <= bound
+    assert np.abs(hits.witness_b[order] - np.column_stack([[0, 0], y, [0.2, 0.2]])).max() <= bound
+    assert np.abs(hits.witness_a[order] - np.column_stack([[0, 0], y, [0.2 + height] * 2])).max() <= bound
 
 
 @pytest.mark.parametrize("kind", ["sphere", "capsule", "box", "cylinder", "mesh", "ellipsoid"])
@@ -353,6 +379,32 @@ def test_a_ball_rolls_down_a_sloped_field():
     travelled = (traj.q[-1][:3] - c0) @ down
     assert abs(travelled - 0.5 * (5 / 7) * 9.81 * np.sin(a) * t * t) <= 0.02 * travelled
     assert abs((traj.q[-1][:3] - c0) @ n) <= 1e-3                   # on the slope
+
+
+def test_a_wheel_rolls_down_a_sloped_field_as_down_its_plane():
+    """A wheel (a cylinder of radius r, its axis across the slope; inertia m r^2 / 2 about it) on the
+    sloped field of the ball above and on the plane of that slope, friction 0.8: the same motion on both
+    (its rims' lowest points on the faces are those on the plane), rolling without sliding, its centre
+    accelerating ``g sin(a) / (1 + I / (m r^2)) = 2/3 g sin(a)`` down the slope."""
+    m, r, length = 1.0, 0.1, 0.1
+    inertia = np.diag([m * (3 * r * r + length ** 2) / 12] * 2 + [m * r * r / 2])
+    a = np.arctan(0.1)
+    n = np.array([-np.sin(a), 0, np.cos(a)])
+    slope = np.array([[np.cos(a), 0, -np.sin(a)], [0, 1, 0], [np.sin(a), 0, np.cos(a)]])      # z onto n
+    worlds = [sd.Shape("hfield", SIZE, heights=np.tile(np.linspace(0, 1, 11), (4, 1)), friction=0.8),
+              sd.Shape("plane", placement=(slope, [0.5, 0, 0.15]), friction=0.8)]
+    c0 = np.array([0.5, 0, 0.1 * 1.5]) + r * n                       # resting on the slope at x = 0.5
+    q0 = np.concatenate([c0, [np.sin(np.pi / 4), 0, 0, np.cos(np.pi / 4)]])      # its axis along y
+    dt, steps = 0.002, 100
+    field, plane = (sd.rollout(scene.model, q0.tolist(), [0.0] * 6, [0.0] * 6, scene, dt, steps) for scene in
+                    (_scene("cylinder", [w], margin=0.005, size=(r, length), mass=m, inertia=inertia)
+                     for w in worlds))
+    assert np.abs(field.q - plane.q).max() <= 1e-6
+    t = dt * steps
+    down = np.array([-np.cos(a), 0, -np.sin(a)])
+    travelled = (field.q[-1][:3] - c0) @ down
+    assert abs(travelled - 0.5 * (2 / 3) * 9.81 * np.sin(a) * t * t) <= 0.02 * travelled
+    assert abs((field.q[-1][:3] - c0) @ n) <= 1e-3                  # on the slope
 
 
 @pytest.mark.parametrize("kwargs, message", [

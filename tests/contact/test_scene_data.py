@@ -418,8 +418,9 @@ def _field_states(rng, n):
 def test_shapes_on_a_height_field_take_this_road_with_the_contact_objects_data(native_backend, monkeypatch):
     """A sphere, a capsule, a box, a cylinder, a mesh and an ellipsoid over a bumpy height field: their
     pairs with it are rows of their hits (each feature's point on the surface, an ellipsoid's support
-    point on the faces, the grid points pressing into a box, a capsule or an ellipsoid, the edges into a
-    capsule or an ellipsoid: ``collision_hfield.field_pairs``); a state's data come with no Contact object and equal those laid
+    point and a cylinder's rim points on the faces, the grid points pressing into a box, a capsule, a
+    cylinder or an ellipsoid, the edges into a capsule's or a cylinder's side or an ellipsoid:
+    ``collision_hfield.field_pairs``); a state's data come with no Contact object and equal those laid
     out from Contact objects, each kind touching the field in some states."""
     rng = np.random.default_rng(21)
     heights = rng.uniform(0, 1, (13, 13))
@@ -427,8 +428,9 @@ def test_shapes_on_a_height_field_take_this_road_with_the_contact_objects_data(n
     pairs, rows = scene_data._mixed_plan(fast)[0].fields
     from test_reduction import SIDES
     # features (the prism's: its two rings' corners, its caps' centres inside the hull), + 8 for a box's,
-    # a capsule's and an ellipsoid's grid points and edges, + 4 for an ellipsoid's faces
-    assert np.array_equal(rows, [1, 2 + 8, 8 + 8, 8, 2 * SIDES, 4 + 8])
+    # a capsule's, a cylinder's and an ellipsoid's grid points and edges, + 4 for an ellipsoid's faces and 8
+    # for a cylinder's (its four rim points on each cap)
+    assert np.array_equal(rows, [1, 2 + 8, 8 + 8, 8 + 8, 2 * SIDES, 4 + 8])
     states = _field_states(rng, 40)
     assert _as_contact_objects_data(fast, slow, states, monkeypatch, most=16) >= 30
     touched = {fast.pair_names[k][0] for q, _ in states for k in scene_data.scene_slot_data(fast, q.tolist())[0]}

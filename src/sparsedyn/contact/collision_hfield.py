@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import use_backend
-from .closed_forms import _segments, sphere_box, sphere_capsule, sphere_sphere
+from .closed_forms import _segments, sphere_box, sphere_capsule, sphere_cylinder, sphere_sphere
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
 from .collision_near import NEAR_COLUMNS, hit_rows
 from .ellipsoid_field import ellipsoid_faces, point_ellipsoid, segment_ellipsoid
-from .heightfield import hfield_grid, hfield_triangles, points_on_hfield
+from .heightfield import cylinder_faces, hfield_grid, hfield_triangles, points_on_hfield, segment_rims
 from .heightfield_c import field_grid, points_on_hfield_c
 
 __all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
@@ -21,16 +21,15 @@ __all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
 #: points (and a capsule's or an ellipsoid's for edges) pressing into it (a step with more falls back to the
 #: general road).
 GRID_ROWS = 8
-#: Rows an ellipsoid's pair with a height field keeps for its support point on the faces.
-FACE_ROWS = 4
+#: Rows an ellipsoid's pair with a height field keeps for its support point on the faces, and a cylinder's for
+#: its rim points on them.
+FACE_ROWS = {"ellipsoid": 4, "cylinder": 8}
 
 
-def _features(scene, k, up):
+def _features(scene, k):
     """The spheres ``(centres (m, 3), radii (m,))`` in shape ``k``'s frame whose contacts with a height
-    field are its resting contacts: a sphere, a capsule's end spheres, a box's corners, four points of
-    each of a cylinder's rims (the lowest and highest along the field's axis ``up``, in the shape's
-    frame, and the two between, as against a plane), a mesh's convex hull vertices; none for an
-    ellipsoid (:func:`_more_hits`)."""
+    field are its resting contacts: a sphere, a capsule's end spheres, a box's corners, a mesh's convex
+    hull vertices; none for an ellipsoid or a cylinder (their points on each face, :func:`_more_hits`)."""
     s = scene.shapes[k]
     z = np.zeros(3)
     if s.kind == "sphere":
@@ -40,13 +39,6 @@ def _features(scene, k, up):
     if s.kind == "box":
         return np.array([[x, y, w] for x in (-1, 1) for y in (-1, 1) for w in (-1, 1)]) * np.array(s.size) / 2, \
             np.zeros(8)
-    if s.kind == "cylinder":
-        w = np.array([up[0], up[1], 0.0])
-        L = np.linalg.norm(w)
-        w = w / L if L > 1e-12 else np.array([1.0, 0, 0])
-        v = np.array([-w[1], w[0], 0.0])                              # e_z x w
-        rim = s.size[0] * np.array([-w, w, v, -v])
-        return np.concatenate([rim - [0, 0, s.size[1] / 2], rim + [0, 0, s.size[1] / 2]]), np.zeros(8)
     if s.kind == "mesh":
         V = _hull_vertices(scene, k)
         return V, np.zeros(len(V))
@@ -77,7 +69,7 @@ def hfield_pairs(scene, ks, R, p, margin):
         sa, cut_k = a[at], reach[at]
         Rl, pl = R[f].T @ R[sa], (p[sa] - p[f]) @ R[f]            # the shapes in the height field's frame
         hf, (triangles, grid, z, _, table) = scene.shapes[f], _field(scene, f)
-        got = [_features(scene, x, Rl[t, 2]) for t, x in enumerate(sa.tolist())]   # (the field's z in its frame)
+        got = [_features(scene, x) for x in sa.tolist()]
         owner = np.repeat(np.arange(len(at)), [len(x[1]) for x in got])
         C = np.concatenate([C @ Rl[t].T + pl[t] for t, (C, _) in enumerate(got)]).reshape(-1, 3)
         r, cut = np.concatenate([x[1] for x in got]), cut_k[owner]
@@ -225,19 +217,20 @@ def _block_max(scene, h, z, i0, i1, j0, j1):
 
 
 #: The kinds whose hits against a height field are more than their features' (:func:`_more_hits`).
-_MORE = ("box", "capsule", "ellipsoid")
+_MORE = ("box", "capsule", "cylinder", "ellipsoid")
 
 
 def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, deepest):
     """``(t, d, w_a, w_b, n)`` (world, ``a`` the shape, ``n`` from the field towards it; ``t`` the
-    position in ``sa`` of each hit's shape) of the shapes ``sa[ts]`` (boxes, capsules, ellipsoids; near
-    height field ``f``, each over the ``windows`` of grid rows and columns ``(i0, i1, j0, j1)``) beside
-    their features' hits (the deepest of shape ``sa[x]``'s at ``deepest[x]``): an ellipsoid's support
-    point on the faces of its window's triangles (:func:`_ellipsoid_hits`); the window's grid points
-    against a box, a capsule or an ellipsoid, and its triangles' edges against a capsule
-    (:func:`_capsule_edges`) or an ellipsoid where the edge is a ridge whose least distance to it
-    lies inside it (:func:`_local_least`); those within ``cut[x]`` and deeper than every feature and
-    face by :data:`SAME_DEPTH` (a bump or a ridge pressing into it).  ``grid`` (nrow, ncol, 3),
+    position in ``sa`` of each hit's shape) of the shapes ``sa[ts]`` (boxes, capsules, cylinders,
+    ellipsoids; near height field ``f``, each over the ``windows`` of grid rows and columns ``(i0, i1,
+    j0, j1)``) beside their features' hits (the deepest of shape ``sa[x]``'s at ``deepest[x]``): an
+    ellipsoid's support point or a cylinder's rim points on the faces of its window's triangles
+    (:func:`_face_hits`); the window's grid points against a box, a capsule, a cylinder or an ellipsoid,
+    and its triangles' edges against a capsule's or a cylinder's side (:func:`_capsule_edges`) or an
+    ellipsoid (:func:`_ellipsoid_hits`) where the edge is a ridge whose least distance to it lies inside
+    it (:func:`_local_least`); those within ``cut[x]`` and deeper than every feature and face by
+    :data:`SAME_DEPTH` (a bump or a ridge pressing into it).  ``grid`` (nrow, ncol, 3),
     ``triangles``, ``Rl`` and ``pl`` (the shapes, (m, 3, 3) and (m, 3)) in the field's frame; ``R``,
     ``p`` every shape's world placement."""
     Rh, ph = R[f], p[f]
@@ -248,25 +241,31 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
     size = _kinds_sizes(scene)[1][sa[own]]
     X, Ra, pa = P @ Rh.T + ph, R[sa[own]], p[sa[own]]
     blocks = [[np.zeros(0, int), np.zeros(0), *np.zeros((3, 0, 3)), np.zeros(0, bool)]]
-    for kind in ("box", "capsule"):
+    for kind in ("box", "capsule", "cylinder"):
         k = np.flatnonzero(kinds[np.searchsorted(ts, own)] == kind) if len(own) else np.zeros(0, int)
         if not len(k):
             continue
         if kind == "box":
             dv, wv, ws, n = sphere_box(X[k], np.zeros(len(k)), Ra[k], pa[k], size[k] / 2)
-        else:
+        elif kind == "capsule":
             dv, wv, ws, n = sphere_capsule(X[k], np.zeros(len(k)), pa[k], Ra[k, :, 2], size[k, 1] / 2, size[k, 0])
+        else:
+            dv, wv, ws, n = sphere_cylinder(X[k], np.zeros(len(k)), Ra[k], pa[k], size[k, 1] / 2, size[k, 0])
         blocks.append([own[k], dv, ws, wv, -n, np.zeros(len(k), bool)])   # (n from the shape: reversed)
-    caps = ts[kinds == "capsule"]
-    if len(caps):
-        blocks.append(_capsule_edges(scene, f, sa, caps, [windows[i] for i in np.flatnonzero(kinds == "capsule")],
-                                     grid, Rl, pl, Rh, ph, cut))
+    sides = np.flatnonzero(np.isin(kinds, ("capsule", "cylinder")))      # (a cylinder's side: a capsule's)
+    if len(sides):
+        blocks.append(_capsule_edges(scene, f, sa, ts[sides], [windows[i] for i in sides.tolist()], grid, Rl, pl,
+                                     Rh, ph, cut))
     deepest = deepest.copy()
-    for i in np.flatnonzero(kinds == "ellipsoid").tolist():
+    for i in np.flatnonzero(np.isin(kinds, tuple(FACE_ROWS))).tolist():
         x = ts[i]
-        faces, more = _ellipsoid_hits(scene, f, sa[x], grid, windows[i], triangles, (Rl[x], pl[x]), (Rh, ph),
-                                      (R[sa[x]], p[sa[x]]), X[own == x], cut[x], deepest[x])
+        faces = _face_hits(scene, sa[x], grid, windows[i], triangles, (Rl[x], pl[x]), (Rh, ph), cut[x])
         blocks.append([np.full(len(faces[0]), x), *faces, np.ones(len(faces[0]), bool)])    # (faces: all kept)
+        if kinds[i] == "ellipsoid":
+            more = _ellipsoid_hits(scene, f, sa[x], grid, windows[i], (Rl[x], pl[x]), (Rh, ph), (R[sa[x]], p[sa[x]]),
+                                   X[own == x], cut[x], min(deepest[x], faces[0].min(initial=np.inf)))
+        else:
+            more = _rim_edges(scene, f, sa[x], windows[i], grid, (Rl[x], pl[x]), (Rh, ph), cut[x])
         blocks.append([np.full(len(more[0]), x), *more, np.zeros(len(more[0]), bool)])
         deepest[x] = min(deepest[x], faces[0].min(initial=np.inf))
     t, d, wa, wb, n, faces = (np.concatenate(x) for x in zip(*blocks))
@@ -284,24 +283,36 @@ def _window_points(grid, windows, c, reach):
     return P[near], owner[near]
 
 
-def _ellipsoid_hits(scene, f, a, grid, window, triangles, local, field, placed, X, cut, deepest):
-    """An ellipsoid, shape ``a`` (placed ``local = (Rl, pl)`` in the frame of height field ``f``, which is
-    ``field = (Rh, ph)``, and ``placed = (Ra, pa)`` in the world), against the triangles of the
-    ``window`` of rows and columns of the ``grid`` (nrow, ncol, 3): ``(faces, more)``, the ``(d, w_a,
-    w_b, n)`` (world) of its support point on the faces
-    (:func:`~sparsedyn.contact.ellipsoid_field.ellipsoid_faces`) within ``cut``, and of the grid points
-    ``X`` (world) and the triangles' edges near its bounding sphere whose least distance to it lies
-    inside them and is the least about the edge (:func:`~sparsedyn.contact.ellipsoid_field.segment_ellipsoid`,
-    :func:`_local_least`) that may come nearer than ``cut`` and the faces' and ``deepest`` less
-    :data:`SAME_DEPTH` (:func:`_lower_bounds`: the others are not measured)."""
-    (Rl, pl), (Rh, ph), (Ra, pa) = local, field, placed
-    radii = np.array(scene.shapes[a].size)
+def _face_hits(scene, a, grid, window, triangles, local, field, cut):
+    """An ellipsoid or a cylinder, shape ``a`` (placed ``local = (Rl, pl)`` in the frame of the height
+    field, which is ``field = (Rh, ph)``), against the faces of the triangles of the ``window`` of rows
+    and columns of the ``grid`` (nrow, ncol, 3): the ``(d, w_a, w_b, n)`` (world) within ``cut`` of the
+    ellipsoid's support point on them (:func:`~sparsedyn.contact.ellipsoid_field.ellipsoid_faces`) or
+    the cylinder's rim points (:func:`~sparsedyn.contact.heightfield.cylinder_faces`)."""
+    (Rl, pl), (Rh, ph), shape = local, field, scene.shapes[a]
     i0, i1, j0, j1 = window
     cells = (np.arange(i0, i1 - 1)[:, None] * (grid.shape[1] - 1) + np.arange(j0, j1 - 1)).ravel()
-    d, wa, wb, n = ellipsoid_faces(triangles[np.concatenate([2 * cells, 2 * cells + 1])], Rl, pl, radii)
+    T = triangles[np.concatenate([2 * cells, 2 * cells + 1])]
+    if shape.kind == "ellipsoid":
+        d, wa, wb, n = ellipsoid_faces(T, Rl, pl, np.array(shape.size))
+    else:
+        d, wa, wb, n = cylinder_faces(T, Rl, pl, shape.size[1] / 2, shape.size[0])
     within = d < cut
-    faces = (d[within], wa[within] @ Rh.T + ph, wb[within] @ Rh.T + ph, n[within] @ Rh.T)
-    limit = min(cut, min(deepest, faces[0].min(initial=np.inf)) - SAME_DEPTH)
+    return d[within], wa[within] @ Rh.T + ph, wb[within] @ Rh.T + ph, n[within] @ Rh.T
+
+
+def _ellipsoid_hits(scene, f, a, grid, window, local, field, placed, X, cut, deepest):
+    """An ellipsoid, shape ``a`` (placed ``local = (Rl, pl)`` in the frame of height field ``f``, which is
+    ``field = (Rh, ph)``, and ``placed = (Ra, pa)`` in the world), against the ``window`` of rows and
+    columns of the ``grid`` (nrow, ncol, 3) beside its faces' hits: the ``(d, w_a, w_b, n)`` (world) of
+    the grid points ``X`` (world) and the triangles' edges near its bounding sphere whose least distance
+    to it lies inside them and is the least about the edge
+    (:func:`~sparsedyn.contact.ellipsoid_field.segment_ellipsoid`, :func:`_local_least`) that may come
+    nearer than ``cut`` and ``deepest`` (its other hits') less :data:`SAME_DEPTH` (:func:`_lower_bounds`:
+    the others are not measured)."""
+    (Rl, pl), (Rh, ph), (Ra, pa) = local, field, placed
+    radii = np.array(scene.shapes[a].size)
+    limit = min(cut, deepest - SAME_DEPTH)
     X = X[_lower_bounds((X - pa) @ Ra, None, radii) < limit]
     points = point_ellipsoid(X, Ra, pa, radii)
     P0, P1, T, _ = _edges(scene, f, grid, [window], pl[None], np.array([scene.shapes[a].bounding_radius + cut]))
@@ -309,7 +320,7 @@ def _ellipsoid_hits(scene, f, a, grid, window, triangles, local, field, placed, 
     d, wa, wb, n, along = segment_ellipsoid(P0[near], P1[near], Rl, pl, radii)
     inside = (0 < along) & (along < 1) & _local_least(n, T[near])
     edges = (d[inside], wa[inside] @ Rh.T + ph, wb[inside] @ Rh.T + ph, n[inside] @ Rh.T)
-    return faces, tuple(np.concatenate(x) for x in zip(points, edges))
+    return tuple(np.concatenate(x) for x in zip(points, edges))
 
 
 def _lower_bounds(Y0, Y1, radii):
@@ -390,11 +401,11 @@ def _local_least(n, T):
 
 
 def _capsule_edges(scene, f, sa, caps, windows, grid, Rl, pl, Rh, ph, cut):
-    """``[t, d, w_a, w_b, n, False...]`` (world; ``t`` the position in ``sa`` of each hit's capsule) of
-    the triangles' edges of each capsule ``sa[caps]``'s window (:func:`_edges`, the field's frame, which
-    is ``(Rh, ph)``) crossing it over its axis (a ridge across it): the closest points of the edge and
-    the axis inside both (an end of either is a grid point's or an end sphere's hit), within ``cut``,
-    the least distance about the edge (:func:`_local_least`)."""
+    """``[t, d, w_a, w_b, n, False...]`` (world; ``t`` the position in ``sa`` of each hit's shape) of
+    the triangles' edges of each capsule or cylinder ``sa[caps]``'s window (:func:`_edges`, the field's
+    frame, which is ``(Rh, ph)``) crossing it over its axis (a ridge across its side): the closest points
+    of the edge and the axis inside both (an end of either is a grid point's, an end sphere's or a
+    rim's hit), within ``cut``, the least distance about the edge (:func:`_local_least`)."""
     size = _kinds_sizes(scene)[1][sa[caps]]                          # (radius, length, 0)
     P0, P1, T, o = _edges(scene, f, grid, windows, pl[caps], [scene.shapes[sa[x]].bounding_radius for x in
                                                               caps.tolist()] + cut[caps])
@@ -408,17 +419,30 @@ def _capsule_edges(scene, f, sa, caps, windows, grid, Rl, pl, Rh, ph, cut):
             np.zeros(int(keep.sum()), bool)]
 
 
+def _rim_edges(scene, f, a, window, grid, local, field, cut):
+    """``(d, w_a, w_b, n)`` (world) of the triangles' edges of the ``window`` of the cylinder ``a`` (placed
+    ``local = (Rl, pl)`` in the frame of height field ``f``, which is ``field = (Rh, ph)``) crossing one of
+    its rims (:func:`~sparsedyn.contact.heightfield.segment_rims`): the edge's point nearest the rim inside
+    it (an end is a grid point's hit), in the rim's corner (the rim is the cylinder's nearest point),
+    within ``cut``, the least distance about the edge (:func:`_local_least`)."""
+    (Rl, pl), (Rh, ph), (radius, length) = local, field, scene.shapes[a].size
+    P0, P1, T, _ = _edges(scene, f, grid, [window], pl[None], np.array([scene.shapes[a].bounding_radius + cut]))
+    d, wa, wb, n, _, hit = segment_rims(P0, P1, Rl, pl, length / 2, radius)
+    keep = hit & (d < cut) & _local_least(n, np.concatenate([T] * 4))
+    return d[keep], wa[keep] @ Rh.T + ph, wb[keep] @ Rh.T + ph, n[keep] @ Rh.T
+
+
 def field_pairs(scene, ks):
     """``(pairs (F,), rows (F,))``: the scene pairs of ``ks`` (sorted) of a robot shape (its ``a``) and a
     world height field, and the rows each takes in :func:`hfield_rows` (its features', :data:`GRID_ROWS`
-    more for a box, a capsule or an ellipsoid, and :data:`FACE_ROWS` more for an ellipsoid)."""
+    more for a box, a capsule, a cylinder or an ellipsoid, and :data:`FACE_ROWS` more for an ellipsoid or a
+    cylinder)."""
     out, rows = [], []
     for k, (i, j) in zip(np.asarray(ks, int).tolist(), scene.index[np.asarray(ks, int)].tolist()):
         a, b = scene.shapes[i], scene.shapes[j]
         if b.kind == "hfield" and b.body < 0 and a.body >= 0 and a.kind != "hfield":
             out.append(k)
-            rows.append(len(_features(scene, i, np.array([0.0, 0, 1]))[1]) + GRID_ROWS * (a.kind in _MORE) +
-                        FACE_ROWS * (a.kind == "ellipsoid"))
+            rows.append(len(_features(scene, i)[1]) + GRID_ROWS * (a.kind in _MORE) + FACE_ROWS.get(a.kind, 0))
     return np.array(out, int), np.array(rows, int)
 
 

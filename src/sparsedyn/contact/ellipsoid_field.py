@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .closed_forms import ellipsoid_plane
+from .heightfield import inside_triangles, triangle_normals
 
 __all__ = ["point_ellipsoid", "segment_ellipsoid", "ellipsoid_faces"]
 
@@ -111,18 +112,8 @@ def ellipsoid_faces(T, Ra, pa, radii):
     w_b, n)`` of the triangles whose face holds the projection of the ellipsoid's support point along
     its normal (:func:`~sparsedyn.contact.closed_forms.ellipsoid_plane`), ``n`` the face's normal; of
     the others, none."""
-    e1, e2 = T[:, 1] - T[:, 0], T[:, 2] - T[:, 0]
-    nt = np.column_stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1], e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
-                          e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]])
-    nt /= np.sqrt((nt * nt).sum(1))[:, None]
-    m = len(T)
+    nt, m = triangle_normals(T), len(T)
     d, wa, wb, n = ellipsoid_plane(np.broadcast_to(Ra, (m, 3, 3)), np.broadcast_to(pa, (m, 3)),
                                    np.broadcast_to(radii, (m, 3)), nt, T[:, 0])
-    # inside: left of each edge seen from above (the projection on the xy plane keeps a point of the
-    # face's plane inside or out), to a rounding of the corners' size
-    inside = np.ones(m, bool)
-    for i in range(3):
-        a, b = T[:, i, :2], T[:, (i + 1) % 3, :2]
-        side = (b[:, 0] - a[:, 0]) * (wb[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (wb[:, 0] - a[:, 0])
-        inside &= side >= -1e-14 * (np.abs(a).max(1) + np.abs(wb[:, :2]).max(1)) * np.abs(b - a).max(1)
+    inside = inside_triangles(T, wb)
     return d[inside], wa[inside], wb[inside], n[inside]

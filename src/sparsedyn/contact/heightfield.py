@@ -8,14 +8,19 @@ cell is two triangles split along its diagonal from ``(x_j, y_i)`` to ``(x_j+1, 
 ``HeightField`` splits its cells so).
 
 :func:`points_on_hfield`: the signed distances of spheres (points with a radius) to the surface, the
-closest points of its triangles (Ericson, "Real-Time Collision Detection", 2005, section 5.1.5).
+closest points of its triangles (Ericson, "Real-Time Collision Detection", 2005, section 5.1.5);
+:func:`cylinder_faces`: a cylinder's rim points on the faces, as on a plane; :func:`segment_rims`: the
+triangles' edges against its rims.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["hfield_triangles", "hfield_grid", "hfield_mesh", "points_on_hfield"]
+from .closed_forms import cylinder_plane
+
+__all__ = ["hfield_triangles", "hfield_grid", "hfield_mesh", "points_on_hfield", "triangle_normals",
+           "inside_triangles", "cylinder_faces", "segment_rims"]
 
 
 def hfield_grid(size, heights):
@@ -141,3 +146,107 @@ def _below(C, x, y, z, size):
     za, zb, zc, zd = z[i, j], z[i, j + 1], z[i + 1, j + 1], z[i + 1, j]
     h = np.where(u >= v, za + u * (zb - za) + v * (zc - zb), za + u * (zc - zd) + v * (zd - za))
     return over & (C[:, 2] < h)
+
+
+def triangle_normals(T):
+    """The unit normals (m, 3) of triangles ``T`` (m, 3, 3) whose corners run counter-clockwise seen from
+    along them (a height field's: up)."""
+    e1, e2 = T[:, 1] - T[:, 0], T[:, 2] - T[:, 0]
+    n = np.column_stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1], e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
+                         e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]])
+    return n / np.sqrt((n * n).sum(1))[:, None]
+
+
+def inside_triangles(T, x):
+    """Whether each point ``x`` (m, 3) of the plane of the triangle ``T`` (m, 3, 3) of a height field (its
+    corners counter-clockwise seen from above) lies in it: left of each edge seen from above (the
+    projection on the xy plane keeps a point of the face's plane inside or out), to a rounding of the
+    corners' size."""
+    inside = np.ones(len(T), bool)
+    for i in range(3):
+        a, b = T[:, i, :2], T[:, (i + 1) % 3, :2]
+        side = (b[:, 0] - a[:, 0]) * (x[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (x[:, 0] - a[:, 0])
+        inside &= side >= -1e-14 * (np.abs(a).max(1) + np.abs(x[:, :2]).max(1)) * np.abs(b - a).max(1)
+    return inside
+
+
+def cylinder_faces(T, Ra, pa, half, radius):
+    """The cylinder ``(Ra (3, 3), pa (3,))`` (axis: its z; half length ``half``, ``radius``) against the
+    triangles ``T`` (m, 3, 3) of a height field, all in one frame: ``(d, w_a, w_b, n)`` of its four rim
+    points on each cap against each face's plane
+    (:func:`~sparsedyn.contact.closed_forms.cylinder_plane`: the lowest along the face's normal, the
+    highest and the two between) whose projection the face holds, ``n`` the face's normal; of the
+    others, none."""
+    nt, m = triangle_normals(T), len(T)
+    d, wa, wb, n = cylinder_plane(np.broadcast_to(Ra, (m, 3, 3)), np.broadcast_to(pa, (m, 3)), np.full(m, half),
+                                  np.full(m, radius), nt, T[:, 0])
+    inside = inside_triangles(np.tile(T, (8, 1, 1)), wb)
+    return d[inside], wa[inside], wb[inside], n[inside]
+
+
+#: The points along each half of a segment at which :func:`segment_rims` starts its search.
+_RIM_STARTS = np.linspace(0.0, 1.0, 9)
+
+
+def segment_rims(P0, P1, R, p, half, radius):
+    """The segments ``P0``, ``P1`` (e, 3) against the two rims (circles) of the cylinder ``(R (3, 3), p (3,))``
+    (axis: its z; half length ``half``, ``radius``), all in one frame: ``(d, w_a, w_b, n, s, hit)`` (4e:
+    per rim, at ``-half`` then ``+half``, the segment's two halves either side of its point nearest the
+    axis) of the segment's point ``w_b = P0 + s (P1 - P0)`` nearest the rim on that half and the rim's
+    nearest point ``w_a``, ``n`` from the segment towards the cylinder, ``d = |w_a - w_b|``; where ``w_b``
+    is inside the cylinder, through the cap or the side (whichever ``w_b - w_a`` lies more along), the
+    point of that surface over it, ``n`` the surface's inward normal and ``d`` minus its depth below it;
+    ``hit``: whether ``w_b`` is a least distance inside the segment (not at its ends nor where the halves
+    meet) and ``w_b - w_a`` lies in the rim's outer corner (along the side's and the cap's outward
+    normals: the rim is then the cylinder's nearest point) or inside it (against both, to rounding).
+    The least over ``s`` of ``f = g^2 + (|w| - r)^2`` (``g`` the point's height over the rim's plane,
+    ``w`` its part across the axis; at most one least on each half): Newton's iteration from the least
+    of :data:`_RIM_STARTS` on the half, kept in it."""
+    a, D = R[:, 2], P1 - P0
+    out = []
+    for sign in (-1.0, 1.0):
+        c = p + sign * half * a
+        g0, g1 = (P0 - c) @ a, D @ a
+        w0, w1 = (P0 - c) - g0[:, None] * a, D - g1[:, None] * a
+        m = np.clip(-(w0 * w1).sum(1) / np.maximum((w1 * w1).sum(1), np.finfo(float).tiny), 0.0, 1.0)
+        for lo, hi in ((np.zeros(len(P0)), m), (m, np.ones(len(P0)))):
+            out.append(_rim_least(P0, D, p, a, c, sign, half, radius, (g0, g1, w0, w1), lo, hi))
+    return tuple(np.concatenate(x) for x in zip(*out))
+
+
+def _rim_least(P0, D, p, a, c, sign, half, radius, lines, lo, hi):
+    """:func:`segment_rims` on the parts ``[lo, hi]`` (e,) of the segments, for the rim of centre ``c`` on
+    the cap ``sign``; ``lines``: ``(g0, g1, w0, w1)``, the segments' heights over the rim's plane and
+    parts across the axis at ``s = 0`` and their changes along them."""
+    g0, g1, w0, w1 = lines
+    S = lo[:, None] + _RIM_STARTS * (hi - lo)[:, None]
+    W = w0[:, None] + S[..., None] * w1[:, None]
+    f = (g0[:, None] + S * g1[:, None]) ** 2 + (np.sqrt((W * W).sum(2)) - radius) ** 2
+    s = np.take_along_axis(S, np.argmin(f, 1)[:, None], 1)[:, 0]
+    for _ in range(8):
+        g, w = g0 + s * g1, w0 + s[:, None] * w1
+        h = np.maximum(np.sqrt((w * w).sum(1)), np.finfo(float).tiny)
+        dh = (w * w1).sum(1) / h
+        df, ddf = g * g1 + (h - radius) * dh, g1 * g1 + dh * dh + (h - radius) * ((w1 * w1).sum(1) - dh * dh) / h
+        s = np.where(ddf > 0, np.clip(s - df / np.where(ddf > 0, ddf, 1.0), lo, hi), s)
+    wb, w = P0 + s[:, None] * D, w0 + s[:, None] * w1
+    h = np.sqrt((w * w).sum(1))
+    u = w / np.maximum(h, np.finfo(float).tiny)[:, None]
+    wa = c + radius * u
+    e = wb - wa
+    dist = np.sqrt((e * e).sum(1))
+    side, cap = (e * u).sum(1), sign * (e @ a)
+    tol = 64 * np.finfo(float).eps * (dist + radius)                # (e . u is zero on the rim's plane)
+    outer = (side >= -tol) & (cap >= -tol)
+    inner = (side <= tol) & (cap <= tol) & (cap >= -2 * half - tol)           # (not past the other cap)
+    inside, axial = side + cap < 0, cap <= side                     # (inside: through the cap or the side)
+    exit_n = np.where(axial[:, None], -sign * a, -u)
+    n = np.where(inside[:, None], exit_n, -e / np.maximum(dist, np.finfo(float).tiny)[:, None])
+    depth = np.where(axial, cap, side)
+    wa = np.where(inside[:, None], wb + depth[:, None] * exit_n, wa)
+    # a least inside the half: f' = 0 to Newton's convergence (the length's square root of eps of its scale)
+    g = g0 + s * g1
+    dh = (w * w1).sum(1) / np.maximum(h, np.finfo(float).tiny)
+    flat = np.abs(g * g1 + (h - radius) * dh) <= 1.5e-8 * (D * D).sum(1) + 1.5e-8 * radius * np.sqrt((D * D).sum(1))
+    hit = flat & (lo < s) & (s < hi) & np.where(inside, inner, outer)
+    return np.where(inside, depth, dist), wa, wb, n, s, hit
