@@ -10,7 +10,7 @@ import pytest
 
 import sparsedyn as sd
 from test_friction_derivatives import DT, TOL, lifted
-from test_slot_modes_native import BOXES, SCENES
+from test_slot_modes_native import SCENES, TOLD
 from sparsedyn.contact import friction_derivatives, fused_derivatives, scene_slotted
 
 
@@ -49,7 +49,7 @@ def test_the_four_calls_are_the_other_roads(name, monkeypatch):
         sd.contact_step_derivatives(model, q, v, tau, scene, DT, **opt)          # (builds, grows the layout)
         for state in (q, lifted(q, 1e-6) if model.nq == 7 else q + 1e-6):        # a second state: the plan kept
             d, took, layout, python = _roads(model, scene, state, v, tau, opt, monkeypatch)
-            fused = opt.get("gravity") is None and name not in BOXES
+            fused = opt.get("gravity") is None and name not in TOLD
             assert took == ([fused] if opt.get("gravity") is None else [False])
             _equal(d, layout, name)
             _equal(d, python, name)

@@ -23,7 +23,7 @@ from sparsedyn.contact.scene_slotted import slotted_scene_step
 from sparsedyn.contact.friction_problem import problem_of, slot_structure
 from sparsedyn.algorithms.derivatives import derivative_program
 from sparsedyn.contact.scene_derivatives import _PRODUCTS, _ROWS, scene_step_partials, slot_products, slot_rows
-from sparsedyn.contact.scene_geometry import slot_geometry, slot_kinds, slot_shapes
+from sparsedyn.contact.scene_geometry import GEOMETRY, SLIDING, slot_geometry, slot_kinds, slot_shapes
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
 from sparsedyn.contact.transport import next_axes_jacobian, to_next_axes, to_old_axes
 from sparsedyn.model.spatial import Transform
@@ -86,8 +86,45 @@ def _composite_arm(tmp=[]):
     return model, sd.Scene(model), np.array([a, b]), np.array([-0.5, 0.3]), np.zeros(2), {}
 
 
+#: An ellipsoid's semi-axes [m] and a cylinder's (radius, length), their axes turned and their centres off
+#: their body's origin; the support distances of each along a unit ``n`` in its axes.
+EGG, WHEEL = (0.12, 0.08, 0.05), (0.1, 0.04)
+SUPPORT = {"ellipsoid": lambda n: np.linalg.norm(np.multiply(EGG, n)),
+           "cylinder": lambda n: WHEEL[0] * np.linalg.norm(n[:2]) + WHEEL[1] / 2 * abs(n[2])}
+TURNED = Transform(np.array([[np.cos(0.4), -np.sin(0.4), 0], [np.sin(0.4), np.cos(0.4), 0], [0, 0, 1.0]]) @
+                   np.array([[1.0, 0, 0], [0, np.cos(0.3), -np.sin(0.3)], [0, np.sin(0.3), np.cos(0.3)]]),
+                   np.array([0.02, -0.01, 0.015]))
+
+#: A ramp: a height field whose heights rise linearly (top 0.3 m, 2 m square), the plane
+#: ``z = 0.18 + 0.075 x + 0.045 y`` (``top (0.2 + 0.5 (x + 1) / 2 + 0.3 (y + 1) / 2)``): every triangle a face of it.
+RAMP = sd.Shape("hfield", (1.0, 1.0, 0.3, 0.1), heights=0.2 + 0.5 * np.linspace(0, 1, 9)[None, :]
+                + 0.3 * np.linspace(0, 1, 9)[:, None], name="ramp")
+FLOOR, RAMP_UP, RAMP_AT = sd.Shape("plane", name="floor"), [-0.075, -0.045, 1.0], [0, 0, 0.18]
+
+
+def _curved_on(kind, world, normal, point, turn=0.15):
+    """A free body whose shape (an ellipsoid, or a cylinder about its z axis: a wheel rolling on its rim's
+    lowest point) rolls and slides, its support point 10 um above the plane of unit ``normal`` through
+    ``point`` (the surface of ``world``'s one shape under it): at the distance ``n . (c - point) - h(R^T
+    n)`` (``h`` its support distance, :data:`SUPPORT`); the body turned ``turn`` rad about x."""
+    I = np.diag([0.004, 0.005, 0.006])
+    model = sd.ModelBuilder(kind).add_body("body", None, sd.make_joint("free"), mass=1.0, rot_inertia=I) \
+        .add_frame("body", "body").build().with_geometry(
+            sd.Geometry(kind, 0, TURNED if kind == "ellipsoid" else Transform(np.eye(3), TURNED.r), kind,
+                        EGG if kind == "ellipsoid" else WHEEL, "collision"))
+    n = np.asarray(normal, float) / np.linalg.norm(normal)
+    q = np.array([0.05, 0.03, 0.5, np.sin(turn / 2), 0.0, 0.0, np.cos(turn / 2)])
+    (R,), (p,) = sd.geometry_placements(model, q, "collision")
+    q[:3] += (1e-5 - n @ (p - point) + SUPPORT[kind](R.T @ n)) * n
+    return model, sd.Scene(model, world=[world], friction=MU), q, np.array([1.0, 0.5, -0.1, 0.5, -0.3, -0.05]), Z, {}
+
+
 CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_table,
-         "box pressed into table": _box_pressed_into_table, "composite arm": _composite_arm}
+         "box pressed into table": _box_pressed_into_table, "composite arm": _composite_arm,
+         "egg on floor": lambda: _curved_on("ellipsoid", FLOOR, [0, 0, 1.0], np.zeros(3)),
+         "egg on ramp": lambda: _curved_on("ellipsoid", RAMP, RAMP_UP, RAMP_AT),
+         "wheel on floor": lambda: _curved_on("cylinder", FLOOR, [0, 0, 1.0], np.zeros(3), np.pi / 2),
+         "wheel tilted on ramp": lambda: _curved_on("cylinder", RAMP, RAMP_UP, RAMP_AT, 1.2)}
 
 
 @pytest.fixture
@@ -148,7 +185,8 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
 #: on the table (a box) ``pb``, or the table's corner on the box ``ap``; the torso's box face (shape a)
 #: against the hand's sphere ``ap``; and ``pb`` in every slot (a free slot's).
 SLOT_KINDS = {"ball": (1,), "hand on torso": (1, 2), "box on table": (1, 2), "box pressed into table": (1, 2),
-              "composite arm": (1,)}
+              "composite arm": (1,), "egg on floor": (1, SLIDING), "egg on ramp": (1, SLIDING),
+              "wheel on floor": (1, SLIDING), "wheel tilted on ramp": (1, SLIDING)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -371,14 +409,15 @@ PRODUCT_SLOTS = {"humanoid": (dm_control_humanoid, ("left_foot", "right_hand", "
 
 
 def _random_geometry(rng, ns):
-    """Random slot geometries (ns, 14): centres, radii, a unit normal and one kind each (module docstring
-    of scene_derivatives), every kind among them."""
-    g = np.zeros((ns, 14))
+    """Random slot geometries (ns, 20): centres, radii, a unit normal, one kind each and a symmetric
+    ``K`` (module docstring of scene_derivatives), every kind among them."""
+    g = np.zeros((ns, GEOMETRY))
     g[:, 0:3], g[:, 4:7] = rng.uniform(-0.2, 0.2, (ns, 3)), rng.uniform(-0.2, 0.2, (ns, 3))
     g[:, 3], g[:, 7] = rng.uniform(0.0, 0.1, ns), rng.uniform(0.0, 0.1, ns)
     n = rng.normal(size=(ns, 3))
     g[:, 8:11] = n / np.linalg.norm(n, axis=1, keepdims=True)
     g[np.arange(ns), 11 + np.arange(ns) % 3] = 1.0
+    g[:, 14:20] = rng.uniform(-0.1, 0.1, (ns, 6))
     return g
 
 

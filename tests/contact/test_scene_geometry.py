@@ -1,7 +1,9 @@
 """The geometry of a step's contacts in its slots (sparsedyn.contact.scene_geometry): the kinds of
 contact a slot may hold, from the kinds of its scene's shape pairs, derived by hand (0 ``pp``: two
 round shapes; 1 ``pb``: a point of ``a`` on ``b``'s surface (``a`` round or ``b`` a plane); 2 ``ap``:
-``b`` round; two boxes: a corner of either, so ``pb`` or ``ap``; every slot also ``pb``, a free slot's).
+``b`` round; two boxes: a corner of either, so ``pb`` or ``ap``; an ellipsoid on a plane, a box or a height
+field: ``pb`` sliding; every slot also ``pb``, a free slot's), and how an ellipsoid's point on a face slides
+(the support point's derivative, by hand and by central differences).
 The geometry itself is compared with the compiled kernel's and differentiated in
 tests/contact/test_scene_derivatives.py."""
 
@@ -9,7 +11,9 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact.scene_geometry import slot_kinds
+from sparsedyn.contact.collision import placements
+from sparsedyn.contact.scene_geometry import SLIDING, _on_face, _sliding, slot_kinds
+from sparsedyn.model.spatial import Transform
 from test_scene import SIDE, box_model
 
 BALL = sd.Shape("sphere", (0.1,), placement=(np.eye(3), [1.0, 0, 0.1]), name="ball")
@@ -22,6 +26,14 @@ def _ball_model():
     return box_model(geometry=False).with_geometry(g)
 
 
+#: An ellipsoid's axes, turned and off its body's origin.
+TURNED = Transform(np.array([[0.36, 0.48, -0.8], [-0.8, 0.6, 0.0], [0.48, 0.64, 0.6]]), np.array([0.02, -0.01, 0.03]))
+
+
+def _egg_model(size=(0.12, 0.08, 0.05)):
+    return box_model(geometry=False).with_geometry(sd.Geometry("egg", 0, TURNED, "ellipsoid", size, "collision"))
+
+
 @pytest.mark.parametrize("model, world, want", [
     (box_model, [FLOOR], (1,)),                      # a box on a plane: its corners, pb
     (box_model, [FLOOR, BALL], (1, 2)),              # a world sphere under a box: ap
@@ -29,9 +41,96 @@ def _ball_model():
     (_ball_model, [FLOOR], (1,)),                    # a robot sphere on a plane: pb
     (_ball_model, [FLOOR, BALL], (0, 1)),            # two spheres: pp
     (_ball_model, [BLOCK], (1,)),                    # a sphere on a box's face: pb (a free slot's too)
+    (_egg_model, [FLOOR], (1, SLIDING)),             # an ellipsoid on a plane: pb, sliding
+    (_egg_model, [BLOCK, BALL], (1, 2, SLIDING)),    # on a box's face sliding; against a sphere: ap
 ])
 def test_a_slots_kinds_are_its_pairs_kinds(model, world, want):
     """One-frame slots (the robot against the world) take the kinds of the world pairs; a slot of two
     frames (robot against robot) those of the robot pairs, here none: ``pb`` alone."""
     scene = sd.Scene(model(), world=world)
     assert slot_kinds(scene, (0, 0, (0, 0))) == (want, want, (1,))
+
+
+Q = np.array([0.1, -0.2, 0.5, 0.3, -0.1, 0.2, 0.9])
+
+
+def _hit(scene, q, n, point):
+    """A slot's data ``[mu, p_a (3), n (3), offset]`` of the ellipsoid of ``scene`` (shape 0) on the plane
+    of unit normal ``n`` through ``point``: its support point along ``-n`` (in its frame's axes)."""
+    R, p = placements(scene, q)
+    e = np.asarray(scene.shapes[0].size)
+    m = -R[0].T @ n
+    x = p[0] + R[0] @ (e ** 2 * m / np.linalg.norm(e * m))
+    Rf, pf = sd.frame_placements(scene.model, q)
+    return np.concatenate([[0.5], Rf[0].T @ (x - pf[0]), n, [n @ point]]), R, p, Rf[0], pf[0]
+
+
+def _support_in_body(scene, q, u):
+    """The ellipsoid's support point along ``-n`` in its frame's axes, ``n`` given in those axes as ``u``."""
+    R, p = placements(scene, q)
+    Rf, pf = sd.frame_placements(scene.model, q)
+    e, m = np.asarray(scene.shapes[0].size), -R[0].T @ (Rf[0] @ u)
+    return Rf[0].T @ (p[0] + R[0] @ (e ** 2 * m / np.linalg.norm(e * m)) - pf[0])
+
+
+def _symmetric(k):
+    return np.array([[k[0], k[3], k[4]], [k[3], k[1], k[5]], [k[4], k[5], k[2]]])
+
+
+def test_an_ellipsoids_point_on_a_face_slides_as_its_support_point():
+    """On a plane, ``K`` is the derivative of the support point (the frame's axes) in the normal (the
+    frame's axes), central differences of its closed form on the unit sphere's tangent plane (truncation
+    h^2 / 6 of its third derivative, below 1e-9 at h = 1e-5, rounding eps |x| / h about 1e-12); ``K`` is
+    symmetric and ``K n = 0`` (to rounding)."""
+    q = np.r_[Q[:3], Q[3:] / np.linalg.norm(Q[3:])]
+    scene = sd.Scene(_egg_model(), world=[FLOOR])
+    n = np.array([0.0, 0.0, 1.0])
+    data, R, p, Ra, oa = _hit(scene, q, n, np.zeros(3))
+    K = _symmetric(_sliding(scene, (0, 1), R, p, Ra, oa, data))
+    u = Ra.T @ n
+    h = 1e-5
+    for t in np.linalg.svd(u[None])[2][1:]:                      # two unit tangents of the normal's sphere
+        dx = (_support_in_body(scene, q, u + h * t) - _support_in_body(scene, q, u - h * t)) / (2 * h)
+        assert np.abs(K @ t - dx).max() <= 1e-8
+    assert np.abs(K @ u).max() <= 16 * np.finfo(float).eps * np.abs(K).max() and np.array_equal(K, K.T)
+
+
+def test_a_round_ellipsoids_point_slides_as_a_spheres():
+    """An ellipsoid of three equal semi-axes ``r`` is a sphere, whose point under the normal ``u`` (the
+    frame's axes) is ``c - r u``: ``K = -r (I - u u^T)`` by hand."""
+    r = 0.07
+    scene = sd.Scene(_egg_model((r, r, r)), world=[FLOOR])
+    q = np.r_[Q[:3], Q[3:] / np.linalg.norm(Q[3:])]
+    n = np.array([0.0, 0.0, 1.0])
+    data, R, p, Ra, oa = _hit(scene, q, n, np.zeros(3))
+    u = Ra.T @ n
+    K = _symmetric(_sliding(scene, (0, 1), R, p, Ra, oa, data))
+    assert np.abs(K + r * (np.eye(3) - np.outer(u, u))).max() <= 4 * np.finfo(float).eps * r
+
+
+#: A saddle-free twisted field: heights ``0.2 + 0.4 X Y`` (``X``, ``Y`` = ``(x + 1) / 2``, ``(y + 1) / 2``), top 0.3 m.
+#: Its cell (1, 1) (x, y in [-0.5, 0]) has the heights 0.225, 0.25, 0.3, 0.25 at (x, y) = (-0.5, -0.5), (0, -0.5),
+#: (0, 0), (-0.5, 0): the triangle below its diagonal rises 0.3 * 0.025 / 0.5 along x and 0.3 * 0.05 / 0.5 along
+#: y (its normal along (-0.015, -0.03, 1)), the one above 0.3 * 0.05 / 0.5 along x and 0.3 * 0.025 / 0.5 along y.
+TWISTED = sd.Shape("hfield", (1.0, 1.0, 0.3, 0.1), heights=0.2 + 0.4 * np.outer(*[np.linspace(0, 1, 5)] * 2),
+                   name="twisted")
+
+
+@pytest.mark.parametrize("world, x, n, want", [
+    (FLOOR, [3.0, -2.0, 0.0], [0, 0, 1.0], True),                     # a plane: a face anywhere
+    (BLOCK, [-1.1, 0.1, 0.1], [0, 0, 1.0], True),                     # a box's top
+    (BLOCK, [-0.8, 0.0, 0.05], [1.0, 0, 0], True),                    # its side
+    (BLOCK, [-0.8, 0.1, 0.1], [0.6, 0, 0.8], False),                  # its edge
+    (BALL, [1.0, 0.0, 0.2], [0, 0, 1.0], False),                      # a sphere has no face
+    (TWISTED, [-0.1, -0.4, 0.0], [-0.015, -0.03, 1.0], True),         # below the cell's diagonal
+    (TWISTED, [-0.4, -0.1, 0.0], [-0.015, -0.03, 1.0], False),        # above it: the other triangle's normal
+    (TWISTED, [-0.4, -0.1, 0.0], [-0.03, -0.015, 1.0], True),
+    (TWISTED, [-0.5, -0.5, 0.0], [0.0, 0.0, 1.0], False),             # a grid point's hit straight up
+])
+def test_a_face_is_told_at_the_hit(world, x, n, want):
+    """Where an ellipsoid's point slides (its hit's normal is a face's normal of ``b``): a plane anywhere,
+    a box along its axes, a height field on the triangle under the hit; never a sphere's."""
+    scene = sd.Scene(_egg_model(), world=[world])
+    R, p = placements(scene, np.r_[Q[:3], Q[3:] / np.linalg.norm(Q[3:])])
+    n = np.asarray(n) / np.linalg.norm(n)
+    assert _on_face(scene, 1, R[1], p[1], np.asarray(x, float), n) is want

@@ -44,8 +44,10 @@ def _tilted_box():
 
 SCENES = dict(CASES, **{"hand on torso, gravity": _hand_with_gravity, "box on floor": _box_on_floor,
                         "tilted box, free slots": _tilted_box})
-#: Those with a pair of boxes, whose shapes are told at q: the Python road lays them out.
-BOXES = ("box on table", "box pressed into table")
+#: Those whose shapes are told at q (a pair of boxes, an ellipsoid or a cylinder on a face): the Python road
+#: lays them out.
+TOLD = ("box on table", "box pressed into table", "egg on floor", "egg on ramp", "wheel on floor",
+        "wheel tilted on ramp")
 
 
 def _both(model, scene, q, v, tau, opt, monkeypatch):
@@ -77,7 +79,7 @@ def test_the_native_layout_is_the_python_roads(name, monkeypatch):
     if opt.get("gravity") is not None:                # a gravity given: no fused step, no native layout
         assert calls == []
         return
-    assert calls == [name not in BOXES]                                       # the native call made the layout
+    assert calls == [name not in TOLD]                                       # the native call made the layout
     assert fused.frames == python.frames and fused.kinds == python.kinds
     for field in ("data", "shapes", "mu", "impulses", "modes", "correction", "weights"):
         a, b = getattr(fused, field), getattr(python, field)

@@ -205,7 +205,7 @@ def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
     pieces' native callable, :func:`~sparsedyn.contact.derivative_blocks_native.scene_blocks_call`), kept
     in ``scene.cache`` per layout (the last one's key compared first: a trajectory's steps keep their
     layout; the model's native callables stay once built); None where a piece is not there (a kernel not
-    built, a pair of boxes: the caller's road)."""
+    built, shapes told at the hit (two boxes, an ellipsoid on a face): the caller's road)."""
     pair, slots, corr = found.pair, found.slots, out[5]
     if type(pair) is not np.ndarray or pair.dtype != np.intp:
         pair = np.asarray(pair, np.intp)

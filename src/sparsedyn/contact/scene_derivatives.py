@@ -14,10 +14,11 @@ slot's radii and kind (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), p
 frames inside the program (:func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`), so a new
 contact set in the same slots is not a new build.
 
-Each slot's geometry (14,) is ``[c_a (3), r_a, c_b (3), r_b, n (3), w_pp, w_pb, w_ap]``: a centre
-``c_a`` fixed in the slot's frame ``a`` (a sphere's centre of radius ``r_a``, or a vertex: ``r_a =
-0``), one ``c_b`` fixed in ``b`` (the world where the slot has no second frame), a normal ``n`` and
-the weights of its kind (one of them 1, the others 0; a kernel has no branch)::
+Each slot's geometry (20,) is ``[c_a (3), r_a, c_b (3), r_b, n (3), w_pp, w_pb, w_ap, K (6)]``: a
+centre ``c_a`` fixed in the slot's frame ``a`` (a sphere's centre of radius ``r_a``, or a vertex:
+``r_a = 0``), one ``c_b`` fixed in ``b`` (the world where the slot has no second frame), a normal
+``n``, the weights of its kind (one of them 1, the others 0; a kernel has no branch) and a symmetric
+``K`` (its entries ``[K_xx, K_yy, K_zz, K_xy, K_xz, K_yz]``)::
 
     pp:  n = (x_a - x_b) / |x_a - x_b|    two spheres: the normal along the centres
     pb:  n = R_b n_b                      a sphere or vertex of a against a plane fixed in b
@@ -25,11 +26,16 @@ the weights of its kind (one of them 1, the others 0; a kernel has no branch)::
     gap = n . (x_a - x_b) - (w_pp + w_pb) r_a - (w_pp + w_ap) r_b
     x = x_a - r_a n  (pp, pb)             x = x_b + (r_b + gap) n  (ap)
 
-with ``x_a = o_a + R_a c_a``, ``x_b = o_b + R_b c_b``; the rows are those of ``a``'s point at ``x``
-relative to ``b``'s point there, in the contact frame of ``n``
-(:func:`~sparsedyn.contact.friction_problem.plane_basis`).  A sphere, a capsule's end, a box's or a
-mesh's vertex against a plane, a face or a sphere move so exactly; a capsule's side, an edge or a
-cylinder's rim are held at the point found at ``q`` (their contact point slides on the shape as it
+with ``x_a = o_a + R_a (c_a + K R_a^T n)``, ``x_b = o_b + R_b c_b``; the rows are those of ``a``'s
+point at ``x`` relative to ``b``'s point there, in the contact frame of ``n``
+(:func:`~sparsedyn.contact.friction_problem.plane_basis`).  ``K`` is how a curved shape's point on a
+face (an ellipsoid's, a cylinder's rim) slides over its surface as the normal turns in its axes (the
+derivative of its support point; zero at the normal found, ``K R_a^T n = 0``, so the geometry at ``q``
+is the hit's; zero for every other kind of hit, and left out of the slots whose kinds do not hold
+:data:`~sparsedyn.contact.scene_geometry.SLIDING`).  A sphere, a capsule's end, a box's or a mesh's
+vertex against a plane, a face or a sphere, and an ellipsoid or a cylinder's rim on a plane or a face
+move so exactly; a capsule's side, an edge, or an ellipsoid's or a cylinder's point against an edge, a
+vertex or a sphere are held at the point found at ``q`` (their contact point slides on the shape as it
 turns).  A free slot has the geometry of a vertex on a plane below it (its rows finite; it is open).
 """
 
@@ -52,7 +58,7 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from .dynamics import _cached, _run, rnea_partials
 from .friction_problem import TOUCHING_GAP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
-from .scene_geometry import KINDS, SHAPES, GEOMETRY, slot_geometry_of
+from .scene_geometry import KINDS, SHAPES, SLIDING, GEOMETRY, slot_geometry_of
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "slot_products", "mode_system"]
@@ -62,11 +68,11 @@ __all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "slot_products", 
 def slot_rows(model, q, geometry, frames, kinds=None):
     """``(J (3 ns, nv), gap (ns,))``: the contact rows (contact frames ``[t_x, t_y, n]``) and gaps of
     the slots ``frames`` (the step's slot frames: a frame index, or a pair ``(frame_a, frame_b)``)
-    whose geometry (ns, 14) is given (module docstring); at the configuration the geometry was found
+    whose geometry (ns, 20) is given (module docstring); at the configuration the geometry was found
     at, the rows and gaps of the step.  ``kinds``: per slot the kinds of contact it may hold (a sorted
-    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``; :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None:
-    every one), the others' terms left out (a slot against the floor: ``pb`` alone, its rows'
-    derivatives a third of the general ones').
+    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 a sliding ``pb``;
+    :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every one), the others' terms left out
+    (a slot against the floor: ``pb`` alone, its rows' derivatives a third of the general ones').
     One state (kernel use; no checks)."""
     Xup, S = joint_transforms(model, q)
     ends = [slot_frames(f) for f in frames]
@@ -83,13 +89,20 @@ def _slot_contacts(geometry, ends, kinds, poses):
     eye = (np.eye(3), np.zeros(3))
     out = []
     for i, (ka, kb) in enumerate(ends):
-        g, kind = geometry[i], KINDS if kinds is None else kinds[i]
+        g, kind = geometry[i], (KINDS + (SLIDING,)) if kinds is None else kinds[i]
         (Ra, oa), (Rb, ob) = poses[ka], (eye if kb is None else poses[kb])
+        sliding, kind = SLIDING in kind, tuple(k for k in kind if k != SLIDING)
         xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
         d = xa - xb
         normals = {1: lambda: Rb @ g[8:11], 2: lambda: Ra @ g[8:11],
                    0: lambda: d / bk.sqrt(d @ d + _TINY)}                # (not zero: a slot of another kind)
         n = normals[kind[0]]() if len(kind) == 1 else sum(g[11 + k] * normals[k]() for k in kind)
+        if sliding:                                              # (K is zero but on a pb hit: n is R_b n_b)
+            u = Ra.T @ n
+            K = g[14:20]
+            xa = xa + Ra @ np.stack([K[0] * u[0] + K[3] * u[1] + K[4] * u[2], K[3] * u[0] + K[1] * u[1] + K[5] * u[2],
+                                     K[4] * u[0] + K[5] * u[1] + K[2] * u[2]])
+            d = xa - xb
         gap = n @ d - _weighted(g, kind, (0, 1), g[3]) - _weighted(g, kind, (0, 2), g[7])
         x = _weighted(g, kind, (2,), xb + (g[7] + gap) * n) + _weighted(g, kind, (0, 1), xa - g[3] * n)
         Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
@@ -368,17 +381,19 @@ def _program(model, static, optional):
 
 def _kinds_of(kinds, ns):
     """``kinds`` (empty or None, or per slot a sequence of kinds of contact) as a tuple of ``ns`` sorted
-    tuples of distinct kinds (0, 1, 2), checked; None where every slot may hold every kind."""
+    tuples of distinct kinds (0, 1, 2, and 3 :data:`~sparsedyn.contact.scene_geometry.SLIDING`), checked;
+    None where every slot may hold every kind."""
     if kinds is None or (isinstance(kinds, (tuple, list)) and not kinds):
         return None
     try:
         out = tuple(tuple(sorted(set(int(k) for k in x))) for x in kinds)
     except (TypeError, ValueError):
         out = None
-    if out is None or len(out) != ns or not all(x and set(x) <= set(KINDS) for x in out):
+    if out is None or len(out) != ns or not all(set(x) - {SLIDING} and set(x) <= {*KINDS, SLIDING} for x in out):
         raise ValueError(f"scene_step_partials: kinds must be empty or, per slot ({ns}), a non-empty sequence of "
-                         f"the kinds of contact {KINDS} (0 pp, 1 pb, 2 ap), got {kinds!r}")
-    return None if all(x == KINDS for x in out) else out
+                         f"the kinds of contact {KINDS} (0 pp, 1 pb, 2 ap) and {SLIDING} where a pb contact "
+                         f"may slide, got {kinds!r}")
+    return None if all(x == KINDS + (SLIDING,) for x in out) else out
 
 
 def _cols(model, frames, **_):
@@ -400,8 +415,8 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
     the step's slots) whose contacts are the step's slot data ``contact_data`` (..., ns, 8) (``[mu, p_a
     (3), n (3), offset]``: a's witness point in its frame's axes, the world normal, the plane ``n . x =
-    offset`` through b's witness point) and ``shapes`` (..., ns, 5) (``[r_a, r_b, w_pp, w_pb, w_ap]``:
-    the radii, 0 for a vertex, and the one-hot weights of the kind;
+    offset`` through b's witness point) and ``shapes`` (..., ns, 11) (``[r_a, r_b, w_pp, w_pb, w_ap, K
+    (6)]``: the radii, 0 for a vertex, the one-hot weights of the kind and the sliding point's ``K``;
     :func:`~sparsedyn.contact.scene_geometry.slot_shapes`), their geometry held fixed in the slots'
     frames as ``q`` moves (module docstring; :func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`),
     of the step from
@@ -422,8 +437,9 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     velocity ``dv_c = H^-1 J_n^T l`` (nv,), and at fixed impulses its change with ``q`` ``W_c`` (nv, nv)
     and that of ``J dv_c``, ``C_c`` (3 ns, nv) (on the normal rows, those the correction holds; zero on the
     tangential ones).  Packed as :class:`~sparsedyn.SlotPartials` says.
-    ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``; a free slot is
-    ``pb``), every one where empty (the default); the program leaves out the terms of the others, so
+    ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``, and 3 where a
+    ``pb`` contact may slide, its ``K`` not zero; a free slot is ``pb``), every one where empty (the
+    default); the program leaves out the terms of the others, so
     each slot's weights must be of one of them (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`:
     those of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows'
     products with the step's velocities and impulses differentiated by the symbolic layer; RNEA's

@@ -4,8 +4,8 @@ fixed in the slots' frames.
 
 Two forms of one map: :func:`slot_geometry` (NumPy, the reference: from the scene, the state and the
 step's slots) and :func:`slot_geometry_of` (kernel use: from the step's slot data and each slot's
-radii and kind, :func:`slot_shapes`, inside the compiled derivatives' program, so that a step's
-derivatives place no contact in NumPy).
+radii, kind and sliding point's derivative, :func:`slot_shapes`, inside the compiled derivatives'
+program, so that a step's derivatives place no contact in NumPy).
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements, frame_world_transform, joint_transforms, world_transforms
 from ..model.spatial import pose
 from .collision import placements
+from .heightfield import hfield_triangles, triangle_normals
 from .friction_problem import slot_frames
 from .scene_base import remembered
 
 __all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "in_order", "GEOMETRY", "SHAPES",
-           "KINDS"]
+           "KINDS", "SLIDING"]
 
 #: The width of a slot's geometry (the module docstring of :mod:`~sparsedyn.contact.scene_derivatives`).
-GEOMETRY = 14
+GEOMETRY = 20
 
 #: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
 ROUND = ("sphere", "capsule")
@@ -34,17 +35,25 @@ _KINDS = np.arange(3)
 #: :mod:`~sparsedyn.contact.scene_derivatives`), each of which a slot may hold unless told otherwise.
 KINDS = (0, 1, 2)
 
-#: The width of a slot's shapes ``[r_a, r_b, w_pp, w_pb, w_ap]`` (:func:`slot_shapes`).
-SHAPES = 5
+#: The mark, among a slot's kinds, of a slot whose ``pb`` contact may slide over a's curved surface (an
+#: ellipsoid or a cylinder's rim on a face): its geometry's ``K`` is used.
+SLIDING = 3
+
+#: The kinds of ``a`` whose contact on a face slides over their curved surface as they turn (a sphere's and a
+#: capsule's: their centre and radius), and those of ``b`` flat at a face's hit.
+_CURVED, _FLAT = ("ellipsoid", "cylinder"), ("plane", "box", "hfield")
+
+#: The width of a slot's shapes ``[r_a, r_b, w_pp, w_pb, w_ap, K (6)]`` (:func:`slot_shapes`).
+SHAPES = 11
 
 #: The shapes of a free slot, a vertex on a plane (kind ``pb``).
-FREE_SHAPES = (0.0, 0.0, 0.0, 1.0, 0.0)
+FREE_SHAPES = (0.0, 0.0, 0.0, 1.0, 0.0) + (0.0,) * 6
 
 
 # --- the geometry of a step's contacts, laid out in its slots ------------------------------------------
 
 def slot_geometry(scene, q, pair, slots) -> np.ndarray:
-    """The geometry (ns, 14) of the slots ``slots`` (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`
+    """The geometry (ns, 20) of the slots ``slots`` (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`
     of a step in ``scene`` at ``q`` (nq,), whose contact ``k`` is a hit of the scene pair ``pair[k]``
     (an index of ``scene.pairs``)): each contact's centres, radii, normal and kind in its slot's frames
     (:mod:`~sparsedyn.contact.scene_derivatives`), from the slot's data (the witness point of ``a`` in
@@ -58,8 +67,8 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
         index = slice(None) if full else np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
         a, b = (fa, fb) if full else (fa[index], fb[index])
         data = slots.data if full else slots.data[index]
-        kind, ra, rb, weights, flags = _kinds(scene, q, np.asarray(pair, np.intp), a, Rf, pf, data)
-        out[index] = _contact_geometry(Rf, pf, a, b, data, kind, ra, rb, weights, not len(two), *flags)
+        kind, shapes, flags = _kinds(scene, q, np.asarray(pair, np.intp), a, Rf, pf, data)
+        out[index] = _contact_geometry(Rf, pf, a, b, data, kind, shapes, not len(two), *flags)
     if len(two) and not full:                                    # a free slot of two bodies: the plane in b's axes
         two = two[~np.isin(two, np.arange(len(pair)) if slots.index is None else slots.index)]
         R, p = Rf[fb[two]], pf[fb[two]]
@@ -69,10 +78,10 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
 
 
 def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
-    """The geometry (ns, 14) of the slots ``frames`` (slot structures: a frame index, or a pair of them)
+    """The geometry (ns, 20) of the slots ``frames`` (slot structures: a frame index, or a pair of them)
     at ``q`` (nq,) from their ``data`` (ns, 8) (the step's slot data ``[mu, p_a (3), n (3), offset]``:
     a's witness point in its frame's axes, the world normal and the plane ``n . x = offset`` through b's
-    witness point; a free slot's the plane 1000 km below) and ``shapes`` (ns, 5) (:func:`slot_shapes`):
+    witness point; a free slot's the plane 1000 km below) and ``shapes`` (ns, 11) (:func:`slot_shapes`):
     :func:`slot_geometry`'s map (``_contact_geometry``) written for one state and traced values.
     ``kinds``: per slot the kinds it may hold (None: every one); a slot that holds ``pb`` alone takes
     its normal in b's axes, one without ``pb`` in a's, without the weight.  Kernel use, no checks."""
@@ -82,7 +91,8 @@ def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
     poses = {k: pose(frame_world_transform(model, X0, k)) for e in ends for k in e if k is not None}
     out = []
     for i, (ka, kb) in enumerate(ends):
-        d, s, kind = data[i], shapes[i], KINDS if kinds is None else kinds[i]
+        d, s = data[i], shapes[i]
+        kind = KINDS if kinds is None else tuple(k for k in kinds[i] if k != SLIDING)
         Ra, oa = poses[ka]
         p, n = d[1:4], d[4:7]
         wa = Ra @ p + oa
@@ -94,7 +104,7 @@ def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
             Rb, ob = poses[kb]
             cb, nb = Rb.T @ (cb - ob), Rb.T @ n
         normal = nb if kind == (1,) else na if 1 not in kind else s[3] * nb + (1.0 - s[3]) * na
-        out.append(np.concatenate([p + s[0] * na, s[0:1], cb, s[1:2], normal, s[2:5]]))
+        out.append(np.concatenate([p + s[0] * na, s[0:1], cb, s[1:2], normal, s[2:11]]))
     return np.stack(out)
 
 
@@ -110,29 +120,28 @@ def _read_only(a):
 
 
 def slot_shapes(scene, q, pair, slots) -> np.ndarray:
-    """The shapes (ns, 5) ``[r_a, r_b, w_pp, w_pb, w_ap]`` of the slots ``slots`` (a
+    """The shapes (ns, 11) ``[r_a, r_b, w_pp, w_pb, w_ap, K (6)]`` of the slots ``slots`` (a
     :class:`~sparsedyn.contact.friction_problem.ContactSlots` of a step in ``scene`` at ``q`` (nq,),
-    whose contact ``k`` is a hit of the scene pair ``pair[k]``): each contact's radii (0 for a vertex)
-    and the one-hot weights of its kind (``_kinds``), a free slot's ``FREE_SHAPES``; with the
-    slots' data, what :func:`slot_geometry_of` places."""
+    whose contact ``k`` is a hit of the scene pair ``pair[k]``): each contact's radii (0 for a vertex),
+    the one-hot weights of its kind and the curvature ``K`` of its sliding point (``_kinds``), a free
+    slot's ``FREE_SHAPES``; with the slots' data, what :func:`slot_geometry_of` places."""
     table = _kind_table(scene)
     pair = np.asarray(pair, np.intp)
     if not table[1]:                                             # the shapes fix each slot's: kept per contact set
         return remembered(scene, "slot shapes", layout_key(slots, pair),
                           lambda: _read_only(_laid_out(slots, pair, table[0][pair, 1:])))
-    if len(pair):                                                # a pair of boxes: the corner told at the hit
+    if len(pair):                                                # told at the hit: a box's corner, a sliding point
         index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
         fa = _slot_ends(scene, slots.frames)[0][index]
         Rf, pf = frame_placements(scene.model, q)
-        kind, ra, rb, weights, _ = _kinds(scene, q, pair, fa, Rf, pf, slots.data[index])
-        rows = np.concatenate([np.stack([ra, rb], -1), weights], -1)
+        rows = _kinds(scene, q, pair, fa, Rf, pf, slots.data[index])[1]
     else:
         rows = table[0][pair, 1:]
     return _laid_out(slots, pair, rows)
 
 
 def _laid_out(slots, pair, rows):
-    """The shapes ``rows`` (nc, 5) of the contacts of ``pair`` in ``slots``' slots, a free slot's
+    """The shapes ``rows`` (nc, 11) of the contacts of ``pair`` in ``slots``' slots, a free slot's
     ``FREE_SHAPES``."""
     if in_order(slots, len(pair)):
         return rows
@@ -142,22 +151,24 @@ def _laid_out(slots, pair, rows):
     return out
 
 
-def _contact_geometry(Rf, pf, a, b, data, kind, ra, rb, weights, in_world, all_pb, round_a):
-    """The geometry (nc, 14) of contacts in the frames ``a`` (nc,) and ``b`` (nc,; -1: the world) placed at
+def _contact_geometry(Rf, pf, a, b, data, kind, shapes, in_world, all_pb, round_a):
+    """The geometry (nc, 20) of contacts in the frames ``a`` (nc,) and ``b`` (nc,; -1: the world) placed at
     ``(Rf, pf)`` (the frames' rotations and origins), their slots' ``data`` (nc, 8) ``[mu, p_a (3), n (3),
-    offset]``, ``kind`` (nc,), radii ``ra``, ``rb`` (nc,) and one-hot ``weights`` (nc, 3) of their kinds:
+    offset]``, ``kind`` (nc,) and ``shapes`` (nc, 11) (radii ``r_a``, ``r_b``, one-hot weights of their
+    kinds and curvatures ``K``: :func:`slot_shapes`):
     a's centre in a's axes ``R_a^T (w_a + r_a n - o_a) = p_a + r_a R_a^T n`` (``w_a`` the witness point of
     a), b's from its witness point ``w_b = w_a - distance n`` (``w_b - r_b n``: b's centre, the witness
     point for a vertex) in b's axes, the normal in b's axes where it is b's plane (kind 1), else in a's.
     ``in_world``: every ``b`` is the world; ``all_pb``: every kind is 1; ``round_a``: some ``r_a`` is not 0
     (what the scene's pairs tell, sparing NumPy's reductions of these few rows)."""
     out = np.empty((len(a), GEOMETRY))
+    ra, rb = shapes[:, 0], shapes[:, 1]
     Ra, p, n = Rf[a], data[:, 1:4], data[:, 4:7]
     wa = np.einsum("kij,kj->ki", Ra, p) + pf[a]
     cb = wa - (np.einsum("ki,ki->k", n, wa) + (rb - data[:, 7]))[:, None] * n
     na = np.einsum("kji,kj->ki", Ra, n) if round_a or not all_pb else None        # n in a's axes
     out[:, 0:3] = p + ra[:, None] * na if round_a else p
-    out[:, 3], out[:, 7], out[:, 11:] = ra, rb, weights
+    out[:, 3], out[:, 7], out[:, 11:] = ra, rb, shapes[:, 2:]
     if in_world or b.max() < 0:                                  # b in the world: its points in world axes
         out[:, 4:7], nb = cb, n
     else:
@@ -177,7 +188,7 @@ def in_order(slots, nc):
 
 
 def _slot_ends(scene, frames):
-    """``(fa (ns,), fb (ns,), free (ns, 14), two)`` of the slot layout ``frames`` (kept in
+    """``(fa (ns,), fb (ns,), free (ns, 20), two)`` of the slot layout ``frames`` (kept in
     ``scene.cache`` per layout): each slot's frame ``a`` and ``b`` (-1: the world), the geometry of the
     free slots (a vertex at ``a``'s origin on the world plane 1000 km below), and the slots of two
     bodies (whose free geometry is a plane of ``b``, placed at each ``q``)."""
@@ -192,34 +203,109 @@ def _slot_ends(scene, frames):
 
 
 def _kinds(scene, q, pair, a, Rf, pf, data):
-    """``(kind (nc,), r_a (nc,), r_b (nc,), weights (nc, 3), (all_pb, round_a))`` of hits of the scene
-    pairs ``pair`` (nc,) in the frames ``a`` (nc,) placed at ``(Rf, pf)``, their slots' ``data`` (nc, 8)
-    (the witness point of a in its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1 (``pb``) or 2
-    (``ap``) of :mod:`~sparsedyn.contact.scene_derivatives`, the radii of the round shapes (0 for a
-    vertex) and the kinds' one-hot weights (floats); whether every pair of the scene is of kind 1,
-    whether any has a round ``a``."""
+    """``(kind (nc,), shapes (nc, 11), (all_pb, round_a))`` of hits of the scene pairs ``pair`` (nc,) in
+    the frames ``a`` (nc,) placed at ``(Rf, pf)``, their slots' ``data`` (nc, 8) (the witness point of a in
+    its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1 (``pb``) or 2 (``ap``) of
+    :mod:`~sparsedyn.contact.scene_derivatives`, and the shapes of :func:`slot_shapes` (radii, 0 for a
+    vertex; the kinds' one-hot weights; a curved shape's ``K`` on a face, :func:`_sliding`); whether every
+    pair of the scene is of kind 1, whether any has a round ``a``."""
     table = _kind_table(scene)
-    rows = table[0][pair]                                        # (a copy: a box corner's kind is set below)
-    kind, ra, rb = rows[:, 0], rows[:, 1], rows[:, 2]
-    if table[1]:                                                 # a pair of boxes in the scene: a corner of a
-        boxes = np.flatnonzero(kind < 0)                         # on b's face, or b's on a's
-        if boxes.size:
-            R, p = placements(scene, q)
-            for k in boxes.tolist():
-                i = scene.index[pair[k]][0]
-                wa = Rf[a[k]] @ data[k, 1:4] + pf[a[k]]
-                kind[k] = 1 if _corner(scene.shapes[i], R[i], p[i], wa) else 2
-            rows[boxes, 3:] = kind[boxes, None] == _KINDS
-    return kind, ra, rb, rows[:, 3:], table[2]
+    rows = table[0][pair]                                        # (a copy: what the hit tells is set below)
+    kind = rows[:, 0]
+    if table[1]:
+        boxes = np.flatnonzero(kind < 0)                         # a pair of boxes: a corner of a on b's face,
+        slide = np.flatnonzero(table[4][pair])                   # or b's on a's; a curved shape on a face
+        R, p = placements(scene, q) if boxes.size or slide.size else (None, None)
+        for k in boxes.tolist():
+            i = scene.index[pair[k]][0]
+            wa = Rf[a[k]] @ data[k, 1:4] + pf[a[k]]
+            kind[k] = 1 if _corner(scene.shapes[i], R[i], p[i], wa) else 2
+        rows[boxes, 3:6] = kind[boxes, None] == _KINDS
+        for k in slide.tolist():
+            rows[k, 6:] = _sliding(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], data[k])
+    return kind, rows[:, 1:], table[2]
+
+
+def _sliding(scene, ij, R, p, Ra, oa, data):
+    """``K`` (6,) ``[K_xx, K_yy, K_zz, K_xy, K_xz, K_yz]`` of the hit ``data`` (a slot's, of frame ``a``
+    placed at ``(Ra, oa)``) of the shape ``ij[0]`` (an ellipsoid or a cylinder) on the shape ``ij[1]``
+    (shapes placed at ``(R, p)``): where the hit is on a face of the shape and is a's support point along
+    ``-n`` (:func:`_support`), that point's derivative in the normal, both in a's axes; zero elsewhere (an
+    edge or a point of the shape, a cylinder's other rim points or its flat face: its point held)."""
+    i, j = ij
+    n = data[4:7]
+    wa = Ra @ data[1:4] + oa
+    if not _on_face(scene, j, R[j], p[j], wa - (n @ wa - data[7]) * n, n):
+        return 0.0
+    shape = scene.shapes[i]
+    x, D = _support(shape.kind, np.asarray(shape.size, float), -R[i].T @ n, R[i].T @ (wa - p[i]))
+    if D is None or np.abs(x - R[i].T @ (wa - p[i])).max() > 1e-4 * max(shape.size):
+        return 0.0
+    A = Ra.T @ R[i]
+    K = -A @ D @ A.T                                             # (the support along -n: d/dn = -d/dm)
+    return K[[0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2]]
+
+
+#: A cylinder's rim point moves with the normal where the normal is this far from its axis at least (nearer,
+#: the cylinder stands on its face: its points are held).
+_TILTED = 1e-3
+
+
+def _support(kind, size, m, x):
+    """``(s, D)``: the support point ``s`` (3,) along ``m`` (3,) of an ellipsoid (semi-axes ``size``) or a
+    cylinder (``(radius, length)`` along z: the rim of the cap on the side of the point ``x``) about its
+    centre, its axes, and its derivative ``D = ds/dm`` (3, 3) on the sphere of directions: the
+    ellipsoid's ``(E^2 - E^2 m m^T E^2 / |E m|^2) / |E m|`` (``E`` the semi-axes), the rim's ``r (P -
+    u u^T) / |P m|`` (``P`` the projection on the rim's plane, ``u = P m / |P m|``); ``D`` None for a
+    cylinder standing on its face."""
+    if kind == "ellipsoid":
+        Em = size ** 2 * m
+        h = np.sqrt(m @ Em)
+        return Em / h, (np.diag(size ** 2) - np.outer(Em, Em) / h ** 2) / h
+    Pm = np.array([m[0], m[1], 0.0])
+    L = np.linalg.norm(Pm)
+    if L < _TILTED * np.linalg.norm(m):
+        return None, None
+    u = Pm / L
+    return size[0] * u + np.copysign(size[1] / 2, x[2]) * np.array([0, 0, 1.0]), \
+        size[0] * (np.diag([1.0, 1.0, 0.0]) - np.outer(u, u)) / L
+
+
+def _on_face(scene, j, R, p, x, n):
+    """Whether the world point ``x`` with the normal ``n`` (world) is on a face of the shape ``j`` placed
+    at ``(R, p)``: a plane's anywhere, a box's where ``n`` is one of its axes, a height field's where
+    ``n`` is the normal of the triangle under ``x``."""
+    shape, nl = scene.shapes[j], R.T @ n
+    if shape.kind == "box":
+        return bool(np.abs(nl).max() >= 1.0 - 1e-9)
+    if shape.kind == "hfield":
+        normals = _field_normals(scene, j)
+        (sx, sy), (nrow, ncol) = shape.size[:2], normals.shape[:2]
+        fx, fy = (R.T @ (x - p))[:2] / (2 * sx, 2 * sy) * (ncol, nrow) + (ncol / 2, nrow / 2)
+        c, r = min(max(int(fx), 0), ncol - 1), min(max(int(fy), 0), nrow - 1)
+        below = fx - c >= fy - r                                 # below the cell's diagonal: its first triangle
+        return bool(np.abs(normals[r, c, 0 if below else 1] - nl).max() <= 1e-9)
+    return shape.kind == "plane"
+
+
+def _field_normals(scene, j):
+    """The unit normals (nrow - 1, ncol - 1, 2, 3) of the height field shape ``j``'s triangles per cell (its
+    frame's axes, up), kept in ``scene.cache``."""
+    def make():
+        shape = scene.shapes[j]
+        N = triangle_normals(hfield_triangles(shape.size, shape.heights))
+        return N.reshape(shape.heights.shape[0] - 1, shape.heights.shape[1] - 1, 2, 3)
+    return remembered(scene, "hfield normals", j, make)
 
 
 def slot_kinds(scene, frames):
     """Per slot of the layout ``frames`` (the slot frames of a step in ``scene``) the kinds of contact
-    it may hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``;
-    :mod:`~sparsedyn.contact.scene_derivatives`): a slot of one frame holds the robot's hits of world
-    shapes, one of two frames those of two robot shapes (a scene pair is a robot shape and a world
-    shape, or two robot shapes), each of the kinds its pairs' shapes give (two boxes: ``pb`` or
-    ``ap``, a corner of either), and ``pb`` (a free slot's).  The ``kinds`` of
+    it may hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, and :data:`SLIDING` where a ``pb``
+    contact may slide; :mod:`~sparsedyn.contact.scene_derivatives`): a slot of one frame holds the
+    robot's hits of world shapes, one of two frames those of two robot shapes (a scene pair is a robot
+    shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give (two boxes:
+    ``pb`` or ``ap``, a corner of either; an ellipsoid or a cylinder on a plane, a box or a height
+    field: ``pb`` sliding), and ``pb`` (a free slot's).  The ``kinds`` of
     :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` for the scene's steps."""
     world, robot = _kind_table(scene)[3]
     return remembered(scene, "slot kinds per layout", frames,
@@ -235,17 +321,19 @@ def _kind_table(scene):
 
 
 def _pair_kinds(scene):
-    """``(table (P, 6), boxes, (all_pb, round_a), kinds)``: per scene pair ``[kind, r_a, r_b, w_pp, w_pb,
-    w_ap]``, the kind of its hits where the shapes fix it (-1 for two boxes: a corner of either, told at
-    the hit), the radii of its round shapes and the kind's one-hot weights; whether any pair is of two
-    boxes, whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is round; the kinds
-    a slot of one frame and one of two may hold (:func:`slot_kinds`)."""
+    """``(table (P, 12), told, (all_pb, round_a), kinds, sliding (P,))``: per scene pair ``[kind, r_a, r_b,
+    w_pp, w_pb, w_ap, K (6)]``, the kind of its hits where the shapes fix it (-1 for two boxes: a corner of
+    either, told at the hit), the radii of its round shapes, the kind's one-hot weights and a zero ``K``;
+    whether some pair's shapes are told at the hit (two boxes, or a curved ``a`` that may slide on a
+    face of ``b``), whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is round;
+    the kinds a slot of one frame and one of two may hold (:func:`slot_kinds`); which pairs slide."""
     P = len(scene.index)
-    kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
+    kind, ra, rb, sliding = np.ones(P, int), np.zeros(P), np.zeros(P), np.zeros(P, bool)
     for k, (i, j) in enumerate(scene.index.tolist()):
         a, b = scene.shapes[i], scene.shapes[j]
         ra[k] = a.size[0] if a.kind in ROUND else 0.0
         rb[k] = b.size[0] if b.kind in ROUND else 0.0
+        sliding[k] = a.kind in _CURVED and b.kind in _FLAT
         if a.kind in ROUND and b.kind in ROUND:
             kind[k] = 0
         elif a.kind in ROUND or b.kind == "plane":
@@ -255,10 +343,12 @@ def _pair_kinds(scene):
         elif a.kind == b.kind == "box":
             kind[k] = -1
     world = np.array([scene.shapes[j].body < 0 for _, j in scene.index.tolist()], bool)
-    kinds = tuple(tuple(sorted({1} | set(kind[of].tolist()) - {-1} | ({2} if (kind[of] < 0).any() else set())))
+    kinds = tuple(tuple(sorted({1} | set(kind[of].tolist()) - {-1} | ({2} if (kind[of] < 0).any() else set())
+                               | ({SLIDING} if sliding[of].any() else set())))
                   for of in (world, ~world))
-    return (np.concatenate([np.stack([kind, ra, rb], -1), kind[:, None] == _KINDS], 1), bool((kind < 0).any()),
-            (bool((kind == 1).all()), bool(ra.any())), kinds)
+    table = np.concatenate([np.stack([kind, ra, rb], -1), kind[:, None] == _KINDS, np.zeros((P, 6))], 1)
+    return (table, bool((kind < 0).any() or sliding.any()), (bool((kind == 1).all()), bool(ra.any())), kinds,
+            sliding)
 
 
 def _corner(shape, R, p, x):

@@ -30,7 +30,7 @@ MODE_WEIGHTS = {"open": (1.0, 0.0, 0.0), "stick": (0.0, 1.0, 0.0), "slide": (0.0
 
 class Slotted(NamedTuple):
     """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
-    structure, ``data`` (B, ns, 8) their contact data (the step's), ``shapes`` (B, ns, 5) their radii
+    structure, ``data`` (B, ns, 8) their contact data (the step's), ``shapes`` (B, ns, 11) their radii
     and kinds (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), ``mu`` (B, ns), ``impulses``
     (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot open, with zero impulse),
     ``correction`` (B, ns) the normal impulses of its position correction (the step kernel's own), and
@@ -126,9 +126,10 @@ def _kernel_arrays(kept):
 
 def batch_slots(scene, found, impulses, modes, correction, in_data):
     """The :class:`Slotted` of a batch's step whose contacts the collision kernel laid out (``found``: the
-    step's ``_FoundBatch`` of :mod:`~sparsedyn.contact.scene_step`, in a scene with no pair of boxes,
-    whose slot shapes are their pairs' own), their ``impulses`` and ``modes`` (one array per state) and
-    the kernel's position correction impulses ``correction`` (B, ...) (in the step's slots; ``in_data``:
+    step's ``_FoundBatch`` of :mod:`~sparsedyn.contact.scene_step`, in a scene whose slot shapes are
+    their pairs' own: no pair of boxes, no ellipsoid or cylinder on a face), their ``impulses`` and
+    ``modes`` (one array per state) and the kernel's position correction impulses ``correction`` (B,
+    ...) (in the step's slots; ``in_data``:
     the scene's data slots, a state's contact ``k`` in slot ``k``): every state's contacts placed at
     once, with no loop over the states (each state's as :func:`one_state_slots` lays it out)."""
     laid = found.laid
@@ -172,7 +173,7 @@ def one_state_slots(scene, q, pair, slots, impulses, codes, correction, in_data)
 
 
 def _slot_plan(scene, q, pair, slots, codes):
-    """``(index, inverse, shapes (1, ns, 5), kinds, names (1, ns), weights (1, ns, 4))`` of the contacts of
+    """``(index, inverse, shapes (1, ns, 11), kinds, names (1, ns), weights (1, ns, 4))`` of the contacts of
     the scene pairs ``pair`` (nc,) laid out in ``slots`` at ``q`` in the modes ``codes`` (nc ints): their
     slots (None where contact ``k`` fills slot ``k`` and every slot holds one,
     :func:`~sparsedyn.contact.scene_geometry.in_order`), the contact in each slot where every slot holds
@@ -181,7 +182,7 @@ def _slot_plan(scene, q, pair, slots, codes):
     :func:`~sparsedyn.contact.scene_geometry.slot_kinds`, the slots' modes' names (read-only) and their
     weights ``[open, stick, slide, 0]`` (read-only: ``mu`` for the caller to set in a copy); kept in
     ``scene.cache`` per contact set and codes where the shapes are the pairs' own (no pair of boxes,
-    whose corner is told at ``q``)."""
+    whose corner is told at ``q``, no ellipsoid or cylinder on a face, whose ``K`` is)."""
     pair = np.asarray(pair, np.intp)
 
     def make():
@@ -196,7 +197,7 @@ def _slot_plan(scene, q, pair, slots, codes):
         for x in (names, weights, shapes):
             x.flags.writeable = False
         return index, inverse, shapes, slot_kinds(scene, slots.frames), names, weights
-    if _kind_table(scene)[1]:                                    # a pair of boxes: the shapes told at q
+    if _kind_table(scene)[1]:                                    # a box's corner, a sliding point: told at q
         return make()
     return remembered(scene, "one state plan", layout_key(slots, pair) + (tuple(codes),), make)
 

@@ -98,7 +98,8 @@ def fused_slotted(scene, q, out, index, found, in_data, tol, slotted):
     ``found`` (a :class:`~sparsedyn.contact.scene_step.FoundContacts`), ``in_data`` (the step ran in the
     scene's data slots: the correction's entry ``k`` is contact ``k``'s) and its tolerance ``tol``;
     ``slotted`` the class.  The slot plan (:func:`_plan`) kept in ``scene.cache``; None where the
-    routine cannot be built or a pair of boxes tells its shapes at ``q`` (the caller's road then)."""
+    routine cannot be built or a pair of boxes or an ellipsoid on a face tells its shapes at ``q`` (the
+    caller's road then)."""
     if type(tol) is not float or _kind_table(scene)[1]:
         return None
     pair, slots, rep, corr = found.pair, found.slots, out.report, out.correction
@@ -117,7 +118,7 @@ def fused_slotted(scene, q, out, index, found, in_data, tol, slotted):
 
 
 def _plan(scene, q, pair, slots, index, in_data, sizes):
-    """``(call, at (ns, 2), par (2,), shapes (1, ns, 5), kinds)`` of the contacts of the scene pairs ``pair``
+    """``(call, at (ns, 2), par (2,), shapes (1, ns, 11), kinds)`` of the contacts of the scene pairs ``pair``
     (nc,) laid out in ``slots``, the kernel's ``sizes`` ``(rows, correction entries, report entries,
     tol)``: the routine's call (:func:`slot_modes_call`), per slot the kernel row and correction entry
     it reads (-1: a free slot) as :func:`~sparsedyn.contact.scene_slotted.one_state_slots` places them,
