@@ -12,7 +12,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.contact.collision import placements
-from sparsedyn.contact.scene_geometry import SLIDING, _on_face, _sliding, slot_kinds
+from sparsedyn.contact.scene_geometry import SLIDING, _on_face, _sliding, slot_kinds, told_at_hit
 from sparsedyn.model.spatial import Transform
 from test_scene import SIDE, box_model
 
@@ -134,3 +134,15 @@ def test_a_face_is_told_at_the_hit(world, x, n, want):
     R, p = placements(scene, np.r_[Q[:3], Q[3:] / np.linalg.norm(Q[3:])])
     n = np.asarray(n) / np.linalg.norm(n)
     assert _on_face(scene, 1, R[1], p[1], np.asarray(x, float), n) is want
+
+
+def test_a_contact_set_tells_its_shapes_at_the_hit_only_where_its_pairs_do():
+    """A box and an ellipsoid on one body over the floor and a block: the ellipsoid's contacts with either
+    (a point sliding on a face) and the box's with the block (a corner of either) are told at the hit;
+    the box's on the floor (its corners: the pair's own shapes) and an empty set are not."""
+    egg = sd.Geometry("egg", 0, TURNED, "ellipsoid", (0.12, 0.08, 0.05), "collision")
+    scene = sd.Scene(box_model().with_geometry(egg), world=[FLOOR, BLOCK])
+    pair = {tuple(scene.shapes[i].name for i in ij): k for k, ij in enumerate(scene.index.tolist())}
+    for names, want in [((("egg", "floor"),), True), ((("egg", "block"),), True), ((("box", "block"),), True),
+                        ((("box", "floor"),), False), ((), False), ((("box", "floor"), ("egg", "floor")), True)]:
+        assert told_at_hit(scene, np.array([pair[x] for x in names], np.intp)) is want, names

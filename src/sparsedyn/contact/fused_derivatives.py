@@ -37,7 +37,7 @@ from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
 from .partials_blocks_native import folded_call, partials_blocks_call
-from .scene_geometry import _kind_table
+from .scene_geometry import told_at_hit
 from .scene_slotted import Slotted, one_state_slots
 from .slot_modes_native import SOURCE as SLOT_MODES
 from .slot_modes_native import _plan, fused_slotted
@@ -217,7 +217,7 @@ def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
     if last is not None and last[1] == key:
         return last[2]
     f = (native_calls(model) or _NONE).get(_PARTIALS)
-    if f is None or type(tol) is not float or type(model.gravity) is not np.ndarray or _kind_table(scene)[1]:
+    if f is None or type(tol) is not float or type(model.gravity) is not np.ndarray or told_at_hit(scene, pair):
         return None
     memo = scene.cache.setdefault(_KEY, {})
     got = memo.get(key)

@@ -19,8 +19,8 @@ from .heightfield import hfield_triangles, triangle_normals
 from .friction_problem import slot_frames
 from .scene_base import remembered
 
-__all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "in_order", "GEOMETRY", "SHAPES",
-           "KINDS", "SLIDING"]
+__all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "told_at_hit", "in_order", "GEOMETRY",
+           "SHAPES", "KINDS", "SLIDING"]
 
 #: The width of a slot's geometry (the module docstring of :mod:`~sparsedyn.contact.scene_derivatives`).
 GEOMETRY = 20
@@ -127,7 +127,7 @@ def slot_shapes(scene, q, pair, slots) -> np.ndarray:
     slot's ``FREE_SHAPES``; with the slots' data, what :func:`slot_geometry_of` places."""
     table = _kind_table(scene)
     pair = np.asarray(pair, np.intp)
-    if not table[1]:                                             # the shapes fix each slot's: kept per contact set
+    if not told_at_hit(scene, pair):                             # the shapes fix each slot's: kept per contact set
         return remembered(scene, "slot shapes", layout_key(slots, pair),
                           lambda: _read_only(_laid_out(slots, pair, table[0][pair, 1:])))
     if len(pair):                                                # told at the hit: a box's corner, a sliding point
@@ -312,6 +312,14 @@ def slot_kinds(scene, frames):
                       lambda: tuple(world if slot_frames(f)[1] is None else robot for f in frames), 64)
 
 
+def told_at_hit(scene, pair) -> bool:
+    """Whether some contact of the scene pairs ``pair`` (intp array) has shapes told at its hit, not its
+    pair's own (:func:`slot_shapes` then reads the state: a box's corner on another box, a curved
+    shape's point sliding on a face); a contact set with none has its shapes kept per layout."""
+    table = _kind_table(scene)
+    return table[1] and bool(table[5][pair].any())
+
+
 def _kind_table(scene):
     """:func:`_pair_kinds` of ``scene``, kept in ``scene.cache``."""
     table = scene.cache.get("slot kinds")
@@ -321,12 +329,13 @@ def _kind_table(scene):
 
 
 def _pair_kinds(scene):
-    """``(table (P, 12), told, (all_pb, round_a), kinds, sliding (P,))``: per scene pair ``[kind, r_a, r_b,
+    """``(table (P, 12), told, (all_pb, round_a), kinds, sliding (P,), told (P,))``: per scene pair ``[kind, r_a, r_b,
     w_pp, w_pb, w_ap, K (6)]``, the kind of its hits where the shapes fix it (-1 for two boxes: a corner of
     either, told at the hit), the radii of its round shapes, the kind's one-hot weights and a zero ``K``;
     whether some pair's shapes are told at the hit (two boxes, or a curved ``a`` that may slide on a
     face of ``b``), whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is round;
-    the kinds a slot of one frame and one of two may hold (:func:`slot_kinds`); which pairs slide."""
+    the kinds a slot of one frame and one of two may hold (:func:`slot_kinds`); which pairs slide, which
+    tell their shapes at the hit."""
     P = len(scene.index)
     kind, ra, rb, sliding = np.ones(P, int), np.zeros(P), np.zeros(P), np.zeros(P, bool)
     for k, (i, j) in enumerate(scene.index.tolist()):
@@ -348,7 +357,7 @@ def _pair_kinds(scene):
                   for of in (world, ~world))
     table = np.concatenate([np.stack([kind, ra, rb], -1), kind[:, None] == _KINDS, np.zeros((P, 6))], 1)
     return (table, bool((kind < 0).any() or sliding.any()), (bool((kind == 1).all()), bool(ra.any())), kinds,
-            sliding)
+            sliding, (kind < 0) | sliding)
 
 
 def _corner(shape, R, p, x):

@@ -19,7 +19,8 @@ from .look_ahead import pair_cutoffs, step_hits
 from .scene_fused import fused_step
 from .slot_modes_native import fused_slotted
 from .scene_base import remembered
-from .scene_geometry import FREE_SHAPES, SHAPES, _kind_table, in_order, layout_key, slot_kinds, slot_shapes
+from .scene_geometry import (FREE_SHAPES, SHAPES, _kind_table, in_order, layout_key, slot_kinds, slot_shapes,
+                             told_at_hit)
 from .scene_step import FoundContacts, _FoundBatch, scene_slots, step_in_scene
 
 __all__ = ["Slotted", "slotted_scene_step", "one_state_slots", "batch_slots", "MODE_WEIGHTS"]
@@ -79,7 +80,7 @@ def slotted_scene_step(model, kernels, q, v, tau, scene, dt, options):
     kept = []                                                    # the kernel's arrays: the position correction
     opts["keep"] = kept
     step, found = step_in_scene(_slotted_step, kernels, q, v, tau, scene, dt, opts)
-    if isinstance(found, _FoundBatch) and len(found) > 1 and not _kind_table(scene)[1]:
+    if isinstance(found, _FoundBatch) and len(found) > 1 and not told_at_hit(scene, found.laid.pair):
         if not len(found.laid.frames):                          # (the collision kernel's batch: no loop over states)
             return step, (), None
         out, in_data = _kernel_arrays(kept)
@@ -197,7 +198,7 @@ def _slot_plan(scene, q, pair, slots, codes):
         for x in (names, weights, shapes):
             x.flags.writeable = False
         return index, inverse, shapes, slot_kinds(scene, slots.frames), names, weights
-    if _kind_table(scene)[1]:                                    # a box's corner, a sliding point: told at q
+    if told_at_hit(scene, pair):                                 # a box's corner, a sliding point: told at q
         return make()
     return remembered(scene, "one state plan", layout_key(slots, pair) + (tuple(codes),), make)
 

@@ -30,7 +30,7 @@ from ..kernels import c_routine, native_function
 from .friction_problem import MODE_NAMES, STICKING_SLIP
 from .mesh_plane_loop import _at
 from .scene_base import remembered
-from .scene_geometry import _kind_table, in_order, layout_key, slot_kinds, slot_shapes
+from .scene_geometry import in_order, layout_key, slot_kinds, slot_shapes, told_at_hit
 
 __all__ = ["fused_slotted", "slot_modes_call", "SOURCE"]
 
@@ -98,9 +98,9 @@ def fused_slotted(scene, q, out, index, found, in_data, tol, slotted):
     ``found`` (a :class:`~sparsedyn.contact.scene_step.FoundContacts`), ``in_data`` (the step ran in the
     scene's data slots: the correction's entry ``k`` is contact ``k``'s) and its tolerance ``tol``;
     ``slotted`` the class.  The slot plan (:func:`_plan`) kept in ``scene.cache``; None where the
-    routine cannot be built or a pair of boxes or an ellipsoid on a face tells its shapes at ``q`` (the
-    caller's road then)."""
-    if type(tol) is not float or _kind_table(scene)[1]:
+    routine cannot be built or a contact tells its shapes at ``q``
+    (:func:`~sparsedyn.contact.scene_geometry.told_at_hit`: the caller's road then)."""
+    if type(tol) is not float or told_at_hit(scene, found.pair):
         return None
     pair, slots, rep, corr = found.pair, found.slots, out.report, out.correction
     if type(pair) is not np.ndarray or pair.dtype != np.intp:
@@ -136,7 +136,7 @@ def _plan(scene, q, pair, slots, index, in_data, sizes):
     else:
         contact[np.arange(nc) if slots.index is None else np.asarray(slots.index)] = np.arange(nc)
     filled = contact >= 0
-    rows = np.asarray(index)[contact] if index is not None else contact
+    rows = np.asarray(index)[contact] if index is not None and nc else contact      # (no contact: every slot free)
     at = np.stack([np.where(filled, rows, -1), np.where(filled, contact if in_data else np.arange(ns), -1)], -1)
     shapes, at, par = slot_shapes(scene, q, pair, slots)[None], at.astype(float), np.array([tol, ns], float)
     for x in (at, par, shapes):
