@@ -125,12 +125,14 @@ def _on_shape(kind, size, R, p, x):
         return ((y / size) ** 2).sum() - 1
     if kind == "cylinder":
         return max(np.hypot(y[0], y[1]) - size[0], abs(y[2]) - size[1] / 2)
+    if kind == "box":
+        return (np.abs(y) - np.asarray(size) / 2).max()
     return np.hypot(y[0], y[1]) - size[0] if abs(y[2]) <= size[1] / 2 else \
         np.linalg.norm(y - [0, 0, np.sign(y[2]) * size[1] / 2]) - size[0]
 
 
 @pytest.mark.parametrize("kind, size", [("ellipsoid", (0.12, 0.09, 0.06)), ("capsule", (0.05, 0.2)),
-                                        ("cylinder", (0.06, 0.1))])
+                                        ("cylinder", (0.06, 0.1)), ("box", (0.2, 0.12, 0.08))])
 def test_a_curved_shape_against_coals_distance_to_the_surface(kind, size):
     """A turned ellipsoid, capsule or cylinder over a random field, centre above the corners of the cell
     under it: apart, its deepest hit is coal's distance to the surface triangles (a mesh), on a face, a
@@ -144,7 +146,7 @@ def test_a_curved_shape_against_coals_distance_to_the_surface(kind, size):
     rng = np.random.default_rng(3)
     H = rng.uniform(0, 1, (6, 8))
     scene = _scene(kind, [sd.Shape("hfield", SIZE, heights=H, name="ground")], size=size)
-    shape = {"ellipsoid": coal.Ellipsoid, "capsule": coal.Capsule, "cylinder": coal.Cylinder}[kind](*size)
+    shape = {"ellipsoid": coal.Ellipsoid, "capsule": coal.Capsule, "cylinder": coal.Cylinder, "box": coal.Box}[kind](*size)
     mesh = _surface_mesh(SIZE, H)
     req = coal.DistanceRequest()
     req.gjk_tolerance = req.epa_tolerance = 1e-11
@@ -201,6 +203,25 @@ def test_a_capsule_across_a_ridge_touches_its_edge(height):
     assert np.abs(hits.normals[0] - [0, 0, 1]).max() <= bound
     assert np.abs(hits.witness_b[0] - [0.0, 0.1, 0.2]).max() <= bound
     assert np.abs(hits.witness_a[0] - [0.0, 0.1, 0.2 + height]).max() <= bound
+
+
+@pytest.mark.parametrize("height", [0.015, 0.005, -0.005])
+def test_a_box_lying_across_a_ridge_touches_it_where_its_edges_cross_it(height):
+    """The tent (a ridge along y at x = 0, 0.2 m up, slopes of 0.2) and a box (0.4 x 0.1 x 0.1) lying
+    level across it along x, over y in [0.05, 0.15] (between the grid points at 0 and 0.25), its bottom
+    ``height`` above the ridge's top: two hits where its bottom edges along x cross the ridge, at
+    ``height``, straight up, the witnesses on the ridge and on the edges above it (its corners, 0.2 m
+    down the slopes, are 0.04 m farther than the ridge, beyond the margin 0.02)."""
+    H = np.tile(1 - np.abs(np.linspace(-1, 1, 9)), (5, 1))
+    scene = _scene("box", [sd.Shape("hfield", SIZE, heights=H, name="ground")], margin=0.02, size=(0.4, 0.1, 0.1))
+    hits = sd.collide(scene, [0.0, 0.1, 0.2 + 0.05 + height, 0.0, 0.0, 0.0, 1.0])
+    assert len(hits.distances) == 2
+    order = np.argsort(hits.witness_b[:, 1])
+    bound = rounding_bound(16)
+    assert np.abs(hits.distances - height).max() <= bound
+    assert np.abs(hits.normals - [0, 0, 1]).max() <= bound
+    assert np.abs(hits.witness_b[order] - [[0, 0.05, 0.2], [0, 0.15, 0.2]]).max() <= bound
+    assert np.abs(hits.witness_a[order] - [[0, 0.05, 0.2 + height], [0, 0.15, 0.2 + height]]).max() <= bound
 
 
 @pytest.mark.parametrize("height", [0.004, 0.001, -0.004])

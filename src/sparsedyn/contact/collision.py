@@ -19,11 +19,12 @@ which has no hull, as coal's BVH of its triangles.  Where a resting contact is a
 gives several hits: a capsule or a cylinder on a plane each end (cylinders: four points of each rim), a
 box on a plane each corner within the margin, and, beside the closest pair, a box's corners against
 another box and a capsule's end spheres against a box (closed forms: a point against a box).  A shape
-against a height field: its features (a sphere, a capsule's end spheres, a box's corners, a cylinder's
-rim points, a mesh's hull vertices) against the surface's triangles
-(:mod:`~sparsedyn.contact.heightfield`), an ellipsoid's support point on the faces
-(:mod:`~sparsedyn.contact.ellipsoid_field`), and the grid points pressing deeper into a box, a capsule
-or an ellipsoid, and the triangle edges into a capsule or an ellipsoid.
+against a height field: its features (a sphere, a capsule's end spheres, a box's corners, a mesh's
+hull vertices) against the surface's triangles (:mod:`~sparsedyn.contact.heightfield`), an
+ellipsoid's support point (:mod:`~sparsedyn.contact.ellipsoid_field`) and a cylinder's rim points on
+the faces, and the grid points pressing deeper into a box, a capsule, a cylinder or an ellipsoid, and
+the triangle edges into a box's edge, a capsule's or a cylinder's side, a cylinder's rim or an
+ellipsoid.
 The deepest of a pair's hits is its closest pair of points (coal's ``distance``).  coal's contact
 patches are not used: their points carry the depth of the closest pair, not their own.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import use_backend
-from .closed_forms import _segments, sphere_box, sphere_capsule, sphere_cylinder, sphere_sphere
+from .closed_forms import _EDGE_AXIS, _EDGE_START, _segments, sphere_box, sphere_capsule, sphere_cylinder, sphere_sphere
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
 from .collision_near import NEAR_COLUMNS, hit_rows
 from .ellipsoid_field import ellipsoid_faces, point_ellipsoid, segment_ellipsoid
@@ -17,8 +17,8 @@ from .heightfield_c import field_grid, points_on_hfield_c
 
 __all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
 
-#: Rows a box's, a capsule's or an ellipsoid's pair with a height field keeps beside its features' for grid
-#: points (and a capsule's or an ellipsoid's for edges) pressing into it (a step with more falls back to the
+#: Rows a box's, a capsule's, a cylinder's or an ellipsoid's pair with a height field keeps beside its
+#: features' and faces' for grid points and edges pressing into it (a step with more falls back to the
 #: general road).
 GRID_ROWS = 8
 #: Rows an ellipsoid's pair with a height field keeps for its support point on the faces, and a cylinder's for
@@ -50,8 +50,9 @@ def hfield_pairs(scene, ks, R, p, margin):
     each of the shape's features (:func:`_features`) against the surface's triangles
     (:func:`~sparsedyn.contact.heightfield.points_on_hfield`, the features of every pair on a field in
     one call: C where built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and the hits of
-    :func:`_more_hits`: an ellipsoid's support point on the faces, and the grid points pressing into a
-    box, a capsule or an ellipsoid, and the triangles' edges into a capsule or an ellipsoid, deeper than
+    :func:`_more_hits`: an ellipsoid's support point and a cylinder's rim points on the faces, and the
+    grid points pressing into a box, a capsule, a cylinder or an ellipsoid, and the triangles' edges
+    into a box's edge, a capsule's or a cylinder's side, a cylinder's rim or an ellipsoid, deeper than
     every other hit (a bump or a ridge under a face).
     A shape whose lowest point lies higher than ``margin`` above every grid point under it has none
     (:func:`_near`).  coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth
@@ -227,9 +228,10 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
     j0, j1)``) beside their features' hits (the deepest of shape ``sa[x]``'s at ``deepest[x]``): an
     ellipsoid's support point or a cylinder's rim points on the faces of its window's triangles
     (:func:`_face_hits`); the window's grid points against a box, a capsule, a cylinder or an ellipsoid,
-    and its triangles' edges against a capsule's or a cylinder's side (:func:`_capsule_edges`) or an
-    ellipsoid (:func:`_ellipsoid_hits`) where the edge is a ridge whose least distance to it lies inside
-    it (:func:`_local_least`); those within ``cut[x]`` and deeper than every feature and face by
+    and its triangles' edges against a box's edges (:func:`_box_edges`), a capsule's or a cylinder's
+    side (:func:`_capsule_edges`), a cylinder's rims (:func:`_rim_edges`) or an ellipsoid
+    (:func:`_ellipsoid_hits`) where the edge is a ridge whose least distance to it lies inside it
+    (:func:`_local_least`); those within ``cut[x]`` and deeper than every feature and face by
     :data:`SAME_DEPTH` (a bump or a ridge pressing into it).  ``grid`` (nrow, ncol, 3),
     ``triangles``, ``Rl`` and ``pl`` (the shapes, (m, 3, 3) and (m, 3)) in the field's frame; ``R``,
     ``p`` every shape's world placement."""
@@ -256,6 +258,10 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
     if len(sides):
         blocks.append(_capsule_edges(scene, f, sa, ts[sides], [windows[i] for i in sides.tolist()], grid, Rl, pl,
                                      Rh, ph, cut))
+    boxes = np.flatnonzero(kinds == "box")
+    if len(boxes):
+        blocks.append(_box_edges(scene, f, sa, ts[boxes], [windows[i] for i in boxes.tolist()], grid, Rl, pl, Rh, ph,
+                                 cut))
     deepest = deepest.copy()
     for i in np.flatnonzero(np.isin(kinds, tuple(FACE_ROWS))).tolist():
         x = ts[i]
@@ -417,6 +423,38 @@ def _capsule_edges(scene, f, sa, caps, windows, grid, Rl, pl, Rh, ph, cut):
     keep = (0 < s_axis) & (s_axis < 1) & (0 < s_edge) & (s_edge < 1) & (d < cut[t]) & _local_least(n, T)
     return [t[keep], d[keep], wa[keep] @ Rh.T + ph, wb[keep] @ Rh.T + ph, n[keep] @ Rh.T,
             np.zeros(int(keep.sum()), bool)]
+
+
+def _box_edges(scene, f, sa, boxes, windows, grid, Rl, pl, Rh, ph, cut):
+    """``[t, d, w_a, w_b, n, False...]`` (world; ``t`` the position in ``sa`` of each hit's box) of the
+    triangles' edges of each box ``sa[boxes]``'s window (:func:`_edges`, the field's frame, which is
+    ``(Rh, ph)``) crossing one of its edges: the closest points of the two inside both (an end of either
+    is a grid point's or a corner's hit), ``n`` across both from the field's edge towards the box (on the
+    side of its centre), ``d`` along it, within ``cut``, where the field's edge is the least distance
+    about it (:func:`_local_least`) and ``-n`` lies in the box edge's outward corner (along its two
+    faces' outward normals: the box's edge is its nearest feature there)."""
+    h = _kinds_sizes(scene)[1][sa[boxes]] / 2
+    P0, P1, T, o = _edges(scene, f, grid, windows, pl[boxes], np.array([scene.shapes[sa[x]].bounding_radius for x in
+                                                                        boxes.tolist()]) + cut[boxes])
+    t, (e, k) = boxes[o], (len(P0), len(_EDGE_AXIS))
+    R, c = Rl[t], pl[t]
+    A0 = c[:, None] + np.einsum("eij,ekj->eki", R, _EDGE_START * h[o][:, None])        # (e, 12, 3)
+    A = R[:, :, _EDGE_AXIS].swapaxes(1, 2) * (2 * h[o][:, _EDGE_AXIS])[..., None]
+    B0, B = np.broadcast_to(P0[:, None], (e, k, 3)), np.broadcast_to((P1 - P0)[:, None], (e, k, 3))
+    s_box, s_edge = _segments(A0, A, B0, B)
+    Y, X = A0 + s_box[..., None] * A, B0 + s_edge[..., None] * B
+    n = np.cross(A, B)
+    L = np.sqrt((n * n).sum(-1))
+    crossing = L > 1e-9 * np.sqrt((A * A).sum(-1) * (B * B).sum(-1))               # (not parallel)
+    n = n / np.where(crossing, L, 1.0)[..., None]
+    n *= np.where(((c[:, None] - X) * n).sum(-1) < 0, -1.0, 1.0)[..., None]         # towards the box
+    d = ((Y - X) * n).sum(-1)
+    m = np.einsum("eji,ekj->eki", R, -n) * _EDGE_START * (np.arange(3) != _EDGE_AXIS[:, None])
+    tol = 64 * np.finfo(float).eps
+    keep = crossing & (0 < s_box) & (s_box < 1) & (0 < s_edge) & (s_edge < 1) & (d < cut[t][:, None]) & \
+        (m >= -tol).all(-1) & _local_least(n.reshape(-1, 3), np.repeat(T, k, 0)).reshape(e, k)
+    i, j = np.nonzero(keep)
+    return [t[i], d[i, j], Y[i, j] @ Rh.T + ph, X[i, j] @ Rh.T + ph, n[i, j] @ Rh.T, np.zeros(len(i), bool)]
 
 
 def _rim_edges(scene, f, a, window, grid, local, field, cut):
