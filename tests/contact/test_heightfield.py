@@ -146,7 +146,8 @@ def test_a_curved_shape_against_coals_distance_to_the_surface(kind, size):
     rng = np.random.default_rng(3)
     H = rng.uniform(0, 1, (6, 8))
     scene = _scene(kind, [sd.Shape("hfield", SIZE, heights=H, name="ground")], size=size)
-    shape = {"ellipsoid": coal.Ellipsoid, "capsule": coal.Capsule, "cylinder": coal.Cylinder, "box": coal.Box}[kind](*size)
+    shape = {"ellipsoid": coal.Ellipsoid, "capsule": coal.Capsule, "cylinder": coal.Cylinder,
+             "box": coal.Box}[kind](*size)
     mesh = _surface_mesh(SIZE, H)
     req = coal.DistanceRequest()
     req.gjk_tolerance = req.epa_tolerance = 1e-11
