@@ -302,7 +302,7 @@ def _face_hits(scene, a, grid, window, triangles, local, field, cut):
     if shape.kind == "ellipsoid":
         d, wa, wb, n = ellipsoid_faces(T, Rl, pl, np.array(shape.size))
     else:
-        d, wa, wb, n = cylinder_faces(T, Rl, pl, shape.size[1] / 2, shape.size[0])
+        d, wa, wb, n = cylinder_faces(T, Rl, pl, shape.size[1] / 2, shape.size[0], cut)
     within = d < cut
     return d[within], wa[within] @ Rh.T + ph, wb[within] @ Rh.T + ph, n[within] @ Rh.T
 
@@ -436,25 +436,28 @@ def _box_edges(scene, f, sa, boxes, windows, grid, Rl, pl, Rh, ph, cut):
     h = _kinds_sizes(scene)[1][sa[boxes]] / 2
     P0, P1, T, o = _edges(scene, f, grid, windows, pl[boxes], np.array([scene.shapes[sa[x]].bounding_radius for x in
                                                                         boxes.tolist()]) + cut[boxes])
-    t, (e, k) = boxes[o], (len(P0), len(_EDGE_AXIS))
+    t = boxes[o]
     R, c = Rl[t], pl[t]
-    A0 = c[:, None] + np.einsum("eij,ekj->eki", R, _EDGE_START * h[o][:, None])        # (e, 12, 3)
+    A0 = c[:, None] + np.einsum("eij,ekj->eki", R, _EDGE_START * h[o][:, None])        # (e, 12, 3): box edges
     A = R[:, :, _EDGE_AXIS].swapaxes(1, 2) * (2 * h[o][:, _EDGE_AXIS])[..., None]
-    B0, B = np.broadcast_to(P0[:, None], (e, k, 3)), np.broadcast_to((P1 - P0)[:, None], (e, k, 3))
+    # the pairs whose edges may come within the cutoff: their midpoints within their half lengths and it
+    gap = np.sqrt((((A0 + A / 2) - (P0 + P1)[:, None] / 2) ** 2).sum(2)) - np.sqrt((A * A).sum(2)) / 2 - \
+        np.sqrt(((P1 - P0) ** 2).sum(1))[:, None] / 2
+    i, j = np.nonzero(gap < cut[t][:, None])
+    A0, A, B0, B, c, R = A0[i, j], A[i, j], P0[i], P1[i] - P0[i], c[i], R[i]
     s_box, s_edge = _segments(A0, A, B0, B)
-    Y, X = A0 + s_box[..., None] * A, B0 + s_edge[..., None] * B
+    Y, X = A0 + s_box[:, None] * A, B0 + s_edge[:, None] * B
     n = np.cross(A, B)
-    L = np.sqrt((n * n).sum(-1))
-    crossing = L > 1e-9 * np.sqrt((A * A).sum(-1) * (B * B).sum(-1))               # (not parallel)
-    n = n / np.where(crossing, L, 1.0)[..., None]
-    n *= np.where(((c[:, None] - X) * n).sum(-1) < 0, -1.0, 1.0)[..., None]         # towards the box
-    d = ((Y - X) * n).sum(-1)
-    m = np.einsum("eji,ekj->eki", R, -n) * _EDGE_START * (np.arange(3) != _EDGE_AXIS[:, None])
-    tol = 64 * np.finfo(float).eps
-    keep = crossing & (0 < s_box) & (s_box < 1) & (0 < s_edge) & (s_edge < 1) & (d < cut[t][:, None]) & \
-        (m >= -tol).all(-1) & _local_least(n.reshape(-1, 3), np.repeat(T, k, 0)).reshape(e, k)
-    i, j = np.nonzero(keep)
-    return [t[i], d[i, j], Y[i, j] @ Rh.T + ph, X[i, j] @ Rh.T + ph, n[i, j] @ Rh.T, np.zeros(len(i), bool)]
+    L = np.sqrt((n * n).sum(1))
+    crossing = L > 1e-9 * np.sqrt((A * A).sum(1) * (B * B).sum(1))                 # (not parallel)
+    n = n / np.where(crossing, L, 1.0)[:, None]
+    n *= np.where(((c - X) * n).sum(1) < 0, -1.0, 1.0)[:, None]                     # towards the box
+    d = ((Y - X) * n).sum(1)
+    m = np.einsum("kji,kj->ki", R, -n) * _EDGE_START[j] * (np.arange(3) != _EDGE_AXIS[j, None])
+    keep = crossing & (0 < s_box) & (s_box < 1) & (0 < s_edge) & (s_edge < 1) & (d < cut[t[i]]) & \
+        (m >= -64 * np.finfo(float).eps).all(1) & _local_least(n, T[i])
+    return [t[i][keep], d[keep], Y[keep] @ Rh.T + ph, X[keep] @ Rh.T + ph, n[keep] @ Rh.T,
+            np.zeros(int(keep.sum()), bool)]
 
 
 def _rim_edges(scene, f, a, window, grid, local, field, cut):
@@ -465,8 +468,8 @@ def _rim_edges(scene, f, a, window, grid, local, field, cut):
     within ``cut``, the least distance about the edge (:func:`_local_least`)."""
     (Rl, pl), (Rh, ph), (radius, length) = local, field, scene.shapes[a].size
     P0, P1, T, _ = _edges(scene, f, grid, [window], pl[None], np.array([scene.shapes[a].bounding_radius + cut]))
-    d, wa, wb, n, _, hit = segment_rims(P0, P1, Rl, pl, length / 2, radius)
-    keep = hit & (d < cut) & _local_least(n, np.concatenate([T] * 4))
+    d, wa, wb, n, edge, hit = segment_rims(P0, P1, Rl, pl, length / 2, radius, cut)
+    keep = hit & (d < cut) & _local_least(n, T[edge])
     return d[keep], wa[keep] @ Rh.T + ph, wb[keep] @ Rh.T + ph, n[keep] @ Rh.T
 
 

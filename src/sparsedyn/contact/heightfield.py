@@ -170,17 +170,18 @@ def inside_triangles(T, x):
     return inside
 
 
-def cylinder_faces(T, Ra, pa, half, radius):
+def cylinder_faces(T, Ra, pa, half, radius, reach=np.inf):
     """The cylinder ``(Ra (3, 3), pa (3,))`` (axis: its z; half length ``half``, ``radius``) against the
     triangles ``T`` (m, 3, 3) of a height field, all in one frame: ``(d, w_a, w_b, n)`` of its four rim
     points on each cap against each face's plane
     (:func:`~sparsedyn.contact.closed_forms.cylinder_plane`: the lowest along the face's normal, the
-    highest and the two between) whose projection the face holds, ``n`` the face's normal; of the
-    others, none."""
+    highest and the two between) nearer than ``reach`` to it whose projection the face holds, ``n`` the
+    face's normal; of the others, none."""
     nt, m = triangle_normals(T), len(T)
     d, wa, wb, n = cylinder_plane(np.broadcast_to(Ra, (m, 3, 3)), np.broadcast_to(pa, (m, 3)), np.full(m, half),
                                   np.full(m, radius), nt, T[:, 0])
-    inside = inside_triangles(np.tile(T, (8, 1, 1)), wb)
+    near = np.flatnonzero(d < reach)
+    inside = near[inside_triangles(T[near % m], wb[near])]
     return d[inside], wa[inside], wb[inside], n[inside]
 
 
@@ -188,13 +189,14 @@ def cylinder_faces(T, Ra, pa, half, radius):
 _RIM_STARTS = np.linspace(0.0, 1.0, 9)
 
 
-def segment_rims(P0, P1, R, p, half, radius):
+def segment_rims(P0, P1, R, p, half, radius, reach=np.inf):
     """The segments ``P0``, ``P1`` (e, 3) against the two rims (circles) of the cylinder ``(R (3, 3), p (3,))``
-    (axis: its z; half length ``half``, ``radius``), all in one frame: ``(d, w_a, w_b, n, s, hit)`` (4e:
-    per rim, at ``-half`` then ``+half``, the segment's two halves either side of its point nearest the
-    axis) of the segment's point ``w_b = P0 + s (P1 - P0)`` nearest the rim on that half and the rim's
-    nearest point ``w_a``, ``n`` from the segment towards the cylinder, ``d = |w_a - w_b|``; where ``w_b``
-    is inside the cylinder, through the cap or the side (whichever ``w_b - w_a`` lies more along), the
+    (axis: its z; half length ``half``, ``radius``), all in one frame: ``(d, w_a, w_b, n, edge, hit)``
+    per segment within ``radius + reach`` of a rim's centre (no nearer one comes within ``reach`` of the
+    rim), per such rim and per half of the segment either side of its point nearest the rim's axis:
+    the segment's (``edge``, its index) point ``w_b`` nearest the rim on that half and the rim's nearest
+    point ``w_a``, ``n`` from the segment towards the cylinder, ``d = |w_a - w_b|``; where ``w_b`` is
+    inside the cylinder, through the cap or the side (whichever ``w_b - w_a`` lies more along), the
     point of that surface over it, ``n`` the surface's inward normal and ``d`` minus its depth below it;
     ``hit``: whether ``w_b`` is a least distance inside the segment (not at its ends nor where the halves
     meet) and ``w_b - w_a`` lies in the rim's outer corner (along the side's and the cap's outward
@@ -203,33 +205,38 @@ def segment_rims(P0, P1, R, p, half, radius):
     ``w`` its part across the axis; at most one least on each half): Newton's iteration from the least
     of :data:`_RIM_STARTS` on the half, kept in it."""
     a, D = R[:, 2], P1 - P0
-    out = []
-    for sign in (-1.0, 1.0):
-        c = p + sign * half * a
-        g0, g1 = (P0 - c) @ a, D @ a
-        w0, w1 = (P0 - c) - g0[:, None] * a, D - g1[:, None] * a
-        m = np.clip(-(w0 * w1).sum(1) / np.maximum((w1 * w1).sum(1), np.finfo(float).tiny), 0.0, 1.0)
-        for lo, hi in ((np.zeros(len(P0)), m), (m, np.ones(len(P0)))):
-            out.append(_rim_least(P0, D, p, a, c, sign, half, radius, (g0, g1, w0, w1), lo, hi))
-    return tuple(np.concatenate(x) for x in zip(*out))
+    signs = np.array([-1.0, 1.0])
+    C = p + signs[:, None] * half * a                                # the rims' centres (2, 3)
+    t = np.clip(((C[:, None] - P0) * D).sum(2) / np.maximum((D * D).sum(1), np.finfo(float).tiny), 0.0, 1.0)
+    rim, edge = np.nonzero(((P0 + t[..., None] * D - C[:, None]) ** 2).sum(2) <= (radius + reach) ** 2)
+    P0, D, c, sign = P0[edge], D[edge], C[rim], signs[rim]
+    g0, g1 = ((P0 - c) * a).sum(1), D @ a
+    w0, w1 = (P0 - c) - g0[:, None] * a, D - g1[:, None] * a
+    m = np.clip(-(w0 * w1).sum(1) / np.maximum((w1 * w1).sum(1), np.finfo(float).tiny), 0.0, 1.0)
+    lo, hi = np.concatenate([np.zeros(len(m)), m]), np.concatenate([m, np.ones(len(m))])
+    P0, D, c, sign, g0, g1, w0, w1, edge = (np.concatenate([x, x]) for x in (P0, D, c, sign, g0, g1, w0, w1, edge))
+    d, wa, wb, n, hit = _rim_least(P0, D, p, a, c, sign, half, radius, (g0, g1, w0, w1), lo, hi)
+    return d, wa, wb, n, edge, hit
 
 
 def _rim_least(P0, D, p, a, c, sign, half, radius, lines, lo, hi):
-    """:func:`segment_rims` on the parts ``[lo, hi]`` (e,) of the segments, for the rim of centre ``c`` on
-    the cap ``sign``; ``lines``: ``(g0, g1, w0, w1)``, the segments' heights over the rim's plane and
-    parts across the axis at ``s = 0`` and their changes along them."""
+    """:func:`segment_rims` on the parts ``[lo, hi]`` (k,) of the segments ``(P0, D)`` (k, 3), each against
+    the rim of centre ``c`` (k, 3) on the cap ``sign`` (k,); ``lines``: ``(g0, g1, w0, w1)``, the
+    segments' heights over the rim's plane and parts across the axis at ``s = 0`` and their changes along
+    them."""
     g0, g1, w0, w1 = lines
     S = lo[:, None] + _RIM_STARTS * (hi - lo)[:, None]
     W = w0[:, None] + S[..., None] * w1[:, None]
     f = (g0[:, None] + S * g1[:, None]) ** 2 + (np.sqrt((W * W).sum(2)) - radius) ** 2
     s = np.take_along_axis(S, np.argmin(f, 1)[:, None], 1)[:, 0]
-    for _ in range(8):
+    ww = (w1 * w1).sum(1)
+    for _ in range(6):
         g, w = g0 + s * g1, w0 + s[:, None] * w1
         h = np.maximum(np.sqrt((w * w).sum(1)), np.finfo(float).tiny)
         dh = (w * w1).sum(1) / h
-        df, ddf = g * g1 + (h - radius) * dh, g1 * g1 + dh * dh + (h - radius) * ((w1 * w1).sum(1) - dh * dh) / h
-        s = np.where(ddf > 0, np.clip(s - df / np.where(ddf > 0, ddf, 1.0), lo, hi), s)
-    wb, w = P0 + s[:, None] * D, w0 + s[:, None] * w1
+        df, ddf = g * g1 + (h - radius) * dh, g1 * g1 + dh * dh + (h - radius) * (ww - dh * dh) / h
+        s = np.where(ddf > 0, np.minimum(np.maximum(s - df / np.where(ddf > 0, ddf, 1.0), lo), hi), s)
+    wb, w, g = P0 + s[:, None] * D, w0 + s[:, None] * w1, g0 + s * g1
     h = np.sqrt((w * w).sum(1))
     u = w / np.maximum(h, np.finfo(float).tiny)[:, None]
     wa = c + radius * u
@@ -240,13 +247,13 @@ def _rim_least(P0, D, p, a, c, sign, half, radius, lines, lo, hi):
     outer = (side >= -tol) & (cap >= -tol)
     inner = (side <= tol) & (cap <= tol) & (cap >= -2 * half - tol)           # (not past the other cap)
     inside, axial = side + cap < 0, cap <= side                     # (inside: through the cap or the side)
-    exit_n = np.where(axial[:, None], -sign * a, -u)
+    exit_n = np.where(axial[:, None], -sign[:, None] * a, -u)
     n = np.where(inside[:, None], exit_n, -e / np.maximum(dist, np.finfo(float).tiny)[:, None])
     depth = np.where(axial, cap, side)
     wa = np.where(inside[:, None], wb + depth[:, None] * exit_n, wa)
     # a least inside the half: f' = 0 to Newton's convergence (the length's square root of eps of its scale)
-    g = g0 + s * g1
     dh = (w * w1).sum(1) / np.maximum(h, np.finfo(float).tiny)
-    flat = np.abs(g * g1 + (h - radius) * dh) <= 1.5e-8 * (D * D).sum(1) + 1.5e-8 * radius * np.sqrt((D * D).sum(1))
+    DD = (D * D).sum(1)
+    flat = np.abs(g * g1 + (h - radius) * dh) <= 1.5e-8 * DD + 1.5e-8 * radius * np.sqrt(DD)
     hit = flat & (lo < s) & (s < hi) & np.where(inside, inner, outer)
-    return np.where(inside, depth, dist), wa, wb, n, s, hit
+    return np.where(inside, depth, dist), wa, wb, n, hit
