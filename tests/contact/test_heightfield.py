@@ -206,6 +206,47 @@ def test_a_capsule_across_a_ridge_touches_its_edge(height):
     assert np.abs(hits.witness_a[0] - [0.0, 0.1, 0.2 + height]).max() <= bound
 
 
+def test_a_segments_least_distances_to_a_rim_are_the_sampled_ones():
+    """Random segments near a turned cylinder's rims (apart from it): the hits of ``segment_rims`` are no
+    nearer than the least distance to the rim (the point's to the circle, ``sqrt(g^2 + (|w| - r)^2)``
+    by hand) over 8001 points along the segment, and where that least lies inside the segment and in
+    the rim's outer corner one of them is it, both to the sampling's error (a quarter of the spacing
+    squared over twice the least: the distance's curvature along the segment is at most one over it)."""
+    from sparsedyn.contact.heightfield import segment_rims
+    rng = np.random.default_rng(5)
+    r, half = 0.1, 0.05
+    R, p = np.linalg.qr(rng.normal(size=(3, 3)))[0], rng.normal(size=3) * 0.1
+    a = R[:, 2]
+    u = rng.normal(size=(150, 3))
+    C = p + half * a * rng.choice([-1.0, 1.0], (150, 1)) + r * (u - (u @ a)[:, None] * a) / \
+        np.linalg.norm(u - (u @ a)[:, None] * a, axis=1)[:, None]             # points on the rims
+    out = C + rng.uniform(0.005, 0.03) * rng.normal(size=(150, 3))
+    D = rng.normal(size=(150, 3)) * 0.15
+    P0, P1 = out - D / 2, out + D / 2
+    d, wa, wb, n, edge, hit = segment_rims(P0, P1, R, p, half, r)
+    S = np.linspace(0.0, 1.0, 8001)
+    found = 0
+    for sign in (-1.0, 1.0):
+        c = p + sign * half * a
+        X = P0[:, None] + S[:, None] * (P1 - P0)[:, None]                     # (150, 8001, 3)
+        g = (X - c) @ a
+        w = np.sqrt(np.maximum(((X - c) ** 2).sum(2) - g * g, 0.0))
+        f = np.sqrt(g * g + (w - r) ** 2)
+        k = np.argmin(f, 1)
+        mine = hit & (np.abs((wa - c) @ a) <= rounding_bound(16)) & (d > 0)       # (on this rim, apart)
+        for e in np.flatnonzero((0 < k) & (k < len(S) - 1)):
+            x, least = X[e, k[e]], f[e, k[e]]
+            error = (np.linalg.norm(D[e]) / 8000) ** 2 / 4 / (2 * least) + rounding_bound(16)
+            ours = d[mine & (edge == e)]
+            assert ours.min(initial=np.inf) >= least - error
+            if (x - c) @ a * sign >= 0 and w[e, k[e]] >= r:                    # outside the side and the cap
+                assert np.abs(ours - least).min(initial=np.inf) <= error, (e, ours, least)
+                found += 1
+    g = ((wb - wa) * n).sum(1)
+    assert np.abs(np.abs(g[hit & (d > 0)]) - d[hit & (d > 0)]).max() <= rounding_bound(16)
+    assert found >= 30
+
+
 @pytest.mark.parametrize("height", [0.015, 0.005, -0.005])
 def test_a_box_lying_across_a_ridge_touches_it_where_its_edges_cross_it(height):
     """The tent (a ridge along y at x = 0, 0.2 m up, slopes of 0.2) and a box (0.4 x 0.1 x 0.1) lying
