@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import rel_err, rounding_bound
-from sparsedyn.contact.closed_forms import box_box, ellipsoid_plane, sphere_cylinder
+from sparsedyn.contact.closed_forms import box_box, ellipsoid_box_face, ellipsoid_plane, sphere_cylinder
 
 #: coal's tolerance of GJK and EPA here (its default, 1e-6, is the accuracy of its iterations) [m]
 COAL_TOLERANCE = 1e-11
@@ -300,6 +300,31 @@ def test_an_ellipsoid_turned_about_x_over_a_plane_by_hand(h):
     assert abs(wa[0, 2] - h) <= bound and abs(wa[0, 0] - 0.2) <= bound
     assert abs(-(wa[0, 1] + 0.1) * low - (b * b - c * c) * np.sin(t) * np.cos(t)) <= bound
     assert np.abs(wb[0] - [wa[0, 0], wa[0, 1], 0.0]).max() <= bound
+
+
+@pytest.mark.parametrize("h", [0.05, 0.02, -0.01])
+def test_an_ellipsoid_turned_about_x_over_a_box_by_hand(h):
+    """The ellipsoid above over a box (half extents 0.3, 0.2, 0.1, turned by 0.3 about z, centred at the
+    origin) whose top it rests on: the top's hit, as over the plane z = 0.1 (the test above); beside the
+    box (its centre past the top's edge by more than the ellipsoid's reach along x, a corner or an edge
+    nearest) none; under it, the bottom's, mirrored."""
+    a, b, c, t = 0.07, 0.05, 0.03, 0.4
+    bound = rounding_bound(16)
+    R = np.array([[1.0, 0.0, 0.0], [0.0, np.cos(t), -np.sin(t)], [0.0, np.sin(t), np.cos(t)]])
+    Rb = np.array([[np.cos(0.3), -np.sin(0.3), 0.0], [np.sin(0.3), np.cos(0.3), 0.0], [0.0, 0.0, 1.0]])
+    hb = np.array([[0.3, 0.2, 0.1]])
+    low = np.hypot(b * np.sin(t), c * np.cos(t))
+    for centre, want in [([0.05, -0.1, 0.1 + h + low], 0.1), ([0.8, 0.0, 0.1 + h + low], None),
+                         ([0.05, -0.1, -0.1 - h - low], -0.1)]:
+        args = (R[None], np.array([centre]), np.array([[a, b, c]]), Rb[None], np.zeros((1, 3)), hb)
+        d, wa, wb, n = ellipsoid_box_face(*args)
+        if want is None:
+            assert d[0] == np.inf
+            continue
+        top = want > 0
+        assert abs(d[0] - h) <= bound and np.abs(n[0] - [0.0, 0.0, 1.0 if top else -1.0]).max() <= bound
+        assert abs(wa[0, 2] - want - (h if top else -h)) <= bound and abs(wb[0, 2] - want) <= bound
+        assert abs(abs(wa[0, 1] - centre[1]) * low - (b * b - c * c) * np.sin(t) * np.cos(t)) <= bound
 
 
 def test_an_ellipsoid_apart_from_a_plane_is_coals_distance():

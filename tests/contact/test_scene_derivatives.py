@@ -123,6 +123,8 @@ CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_ta
          "box pressed into table": _box_pressed_into_table, "composite arm": _composite_arm,
          "egg on floor": lambda: _curved_on("ellipsoid", FLOOR, [0, 0, 1.0], np.zeros(3)),
          "egg on ramp": lambda: _curved_on("ellipsoid", RAMP, RAMP_UP, RAMP_AT),
+         "egg on table": lambda: _curved_on("ellipsoid", sd.Shape("box", (1.0, 1.0, 0.2), placement=(
+             np.eye(3), [0, 0, 0.1]), name="table"), [0, 0, 1.0], [0, 0, 0.2]),
          "wheel on floor": lambda: _curved_on("cylinder", FLOOR, [0, 0, 1.0], np.zeros(3), np.pi / 2),
          "wheel tilted on ramp": lambda: _curved_on("cylinder", RAMP, RAMP_UP, RAMP_AT, 1.2)}
 
@@ -186,6 +188,7 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
 #: against the hand's sphere ``ap``; and ``pb`` in every slot (a free slot's).
 SLOT_KINDS = {"ball": (1,), "hand on torso": (1, 2), "box on table": (1, 2), "box pressed into table": (1, 2),
               "composite arm": (1,), "egg on floor": (1, SLIDING), "egg on ramp": (1, SLIDING),
+              "egg on table": (1, SLIDING),
               "wheel on floor": (1, SLIDING), "wheel tilted on ramp": (1, SLIDING)}
 
 

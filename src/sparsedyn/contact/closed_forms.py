@@ -18,8 +18,9 @@ from .collision_coal import SAME_DEPTH
 from .reduction import mesh_plane_reduced
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
-           "sphere_cylinder", "ellipsoid_plane", "box_plane", "cylinder_plane", "box_face_axis", "box_box",
-           "box_box_face", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM", "CLOSEST", "FEATURES"]
+           "sphere_cylinder", "ellipsoid_plane", "ellipsoid_box_face", "box_plane", "cylinder_plane", "box_face_axis",
+           "box_box", "box_box_face", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM", "CLOSEST",
+           "FEATURES"]
 
 
 def _dot(x, y):
@@ -139,6 +140,25 @@ def ellipsoid_plane(Ra, pa, radii, nb, pb):
     x = pa - np.einsum("kij,kj->ki", Ra, radii * m) / h[:, None]
     d = _dot(pa - pb, nb) - h
     return d, x, x - d[:, None] * nb, nb
+
+
+def ellipsoid_box_face(Ra, pa, radii, Rb, pb, hb):
+    """Ellipsoid (:func:`ellipsoid_plane`'s) and box of orientation ``Rb`` (k, 3, 3), centre ``pb``, half
+    extents ``hb`` (k, 3): one hit, the ellipsoid's support point against the face whose plane it lies
+    farthest beyond (the largest of the six signed distances: no other plane of the box separates more)
+    where its projection on that plane lies on the face (the face is then the box's nearest feature: the
+    pair's distance, the face's normal); its distance +inf elsewhere (an edge or a corner nearest)."""
+    k = np.arange(len(pa))
+    N = np.concatenate([Rb, -Rb], 2).swapaxes(1, 2)                      # (k, 6, 3): the faces' normals
+    m = np.einsum("kji,kfj->kfi", Ra, N) * radii[:, None]                # D R^T n per face
+    h = np.sqrt((m * m).sum(2))
+    d = ((pa - pb)[:, None] * N).sum(2) - np.concatenate([hb, hb], 1) - h
+    f = np.argmax(d, 1)
+    n, d = N[k, f], d[k, f]
+    x = pa - np.einsum("kij,kj->ki", Ra, radii * m[k, f]) / h[k, f][:, None]
+    wb = x - d[:, None] * n
+    on = np.abs(np.einsum("kji,kj->ki", Rb, wb - pb)) <= hb * (1 + 1e-12)          # (the face's own axis: +-hb)
+    return np.where(on.all(1), d, np.inf), x, wb, n
 
 
 def capsule_plane(pa, ua, ha, ra, nb, pb):
@@ -537,6 +557,8 @@ CLOSEST = {
 # within the margin
 FEATURES = {
     ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box_corners(Ra, pa, sa / 2, Rb, pb, sb / 2), 24),
+    # (coal's GJK leaves an ellipsoid's witness point on a face off by the square root of its tolerance)
+    ("ellipsoid", "box"): (lambda Ra, pa, sa, Rb, pb, sb: ellipsoid_box_face(Ra, pa, sa, Rb, pb, sb / 2), 1),
     ("capsule", "box"): (lambda Ra, pa, sa, Rb, pb, sb:
                          capsule_box_ends(pa, _axis(Ra), sa[:, 1] / 2, sa[:, 0], Rb, pb, sb / 2), 2),
 }

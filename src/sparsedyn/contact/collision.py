@@ -18,7 +18,8 @@ EPA) for the other pairs.  A mesh collides as its convex hull everywhere (as MuJ
 which has no hull, as coal's BVH of its triangles.  Where a resting contact is a segment or a face, one pair
 gives several hits: a capsule or a cylinder on a plane each end (cylinders: four points of each rim), a
 box on a plane each corner within the margin, and, beside the closest pair, a box's corners against
-another box and a capsule's end spheres against a box (closed forms: a point against a box).  A shape
+another box and a capsule's end spheres against a box (closed forms: a point against a box), and an
+ellipsoid's support point on a box's face (in place of coal's GJK witness there).  A shape
 against a height field: its features (a sphere, a capsule's end spheres, a box's corners, a mesh's
 hull vertices) against the surface's triangles (:mod:`~sparsedyn.contact.heightfield`), an
 ellipsoid's support point (:mod:`~sparsedyn.contact.ellipsoid_field`) and a cylinder's rim points on
