@@ -48,8 +48,6 @@ SCENES = dict(CASES, **{"hand on torso, gravity": _hand_with_gravity, "box on fl
 #: lays them out.
 TOLD = ("box on table", "box pressed into table", "egg on floor", "egg on ramp", "egg on table", "wheel on floor",
         "wheel tilted on ramp")
-#: Those whose pairs coal measures (an ellipsoid and a box): no fused step, so no native layout.
-COAL = ("egg on table",)
 
 
 def _both(model, scene, q, v, tau, opt, monkeypatch):
@@ -78,7 +76,7 @@ def _both(model, scene, q, v, tau, opt, monkeypatch):
 def test_the_native_layout_is_the_python_roads(name, monkeypatch):
     model, scene, q, v, tau, opt = SCENES[name]()
     fused, python, calls, step = _both(model, scene, q, v, tau, opt, monkeypatch)
-    if opt.get("gravity") is not None or name in COAL:     # a gravity given, coal: no fused step, no native layout
+    if opt.get("gravity") is not None:                # a gravity given: no fused step, no native layout
         assert calls == []
         return
     assert calls == [name not in TOLD]                                       # the native call made the layout

@@ -20,7 +20,7 @@ from .reduction import mesh_plane_reduced
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
            "sphere_cylinder", "ellipsoid_plane", "ellipsoid_box_face", "box_plane", "cylinder_plane", "box_face_axis",
            "box_box", "box_box_face", "box_box_corners", "capsule_box_ends", "mesh_plane", "CLOSED_FORM", "CLOSEST",
-           "FEATURES"]
+           "FEATURES", "ON_FACE"]
 
 
 def _dot(x, y):
@@ -557,8 +557,13 @@ CLOSEST = {
 # within the margin
 FEATURES = {
     ("box", "box"): (lambda Ra, pa, sa, Rb, pb, sb: box_box_corners(Ra, pa, sa / 2, Rb, pb, sb / 2), 24),
-    # (coal's GJK leaves an ellipsoid's witness point on a face off by the square root of its tolerance)
-    ("ellipsoid", "box"): (lambda Ra, pa, sa, Rb, pb, sb: ellipsoid_box_face(Ra, pa, sa, Rb, pb, sb / 2), 1),
     ("capsule", "box"): (lambda Ra, pa, sa, Rb, pb, sb:
                          capsule_box_ends(pa, _axis(Ra), sa[:, 1] / 2, sa[:, 0], Rb, pb, sb / 2), 2),
+}
+
+
+# Pairs whose closest pair is coal's but where a closed form's one hit holds (its distance finite): that hit,
+# exact (coal's GJK leaves a curved shape's witness point off by the square root of its tolerance)
+ON_FACE = {
+    ("ellipsoid", "box"): (lambda Ra, pa, sa, Rb, pb, sb: ellipsoid_box_face(Ra, pa, sa, Rb, pb, sb / 2), 1),
 }

@@ -18,8 +18,8 @@ EPA) for the other pairs.  A mesh collides as its convex hull everywhere (as MuJ
 which has no hull, as coal's BVH of its triangles.  Where a resting contact is a segment or a face, one pair
 gives several hits: a capsule or a cylinder on a plane each end (cylinders: four points of each rim), a
 box on a plane each corner within the margin, and, beside the closest pair, a box's corners against
-another box and a capsule's end spheres against a box (closed forms: a point against a box), and an
-ellipsoid's support point on a box's face (in place of coal's GJK witness there).  A shape
+another box and a capsule's end spheres against a box (closed forms: a point against a box); an
+ellipsoid's closest pair to a box, where on a face, is its support point there (:func:`closest_on_face`).  A shape
 against a height field: its features (a sphere, a capsule's end spheres, a box's corners, a mesh's
 hull vertices) against the surface's triangles (:mod:`~sparsedyn.contact.heightfield`), an
 ellipsoid's support point (:mod:`~sparsedyn.contact.ellipsoid_field`) and a cylinder's rim points on
@@ -60,7 +60,7 @@ import numpy as np
 from .. import _checks
 from ..algorithms.kinematics import geometry_placements
 from ..kernels import native_function, use_backend
-from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, box_box, box_box_corners, box_plane,  # noqa: F401
+from .closed_forms import (CLOSED_FORM, CLOSEST, FEATURES, ON_FACE, box_box, box_box_corners, box_plane,  # noqa: F401
                            capsule_box_ends, capsule_capsule, capsule_plane, cylinder_plane, mesh_plane, sphere_box,
                            sphere_capsule, sphere_plane, sphere_sphere)
 from .box_box_native import box_box_pairs, box_box_plan
@@ -386,6 +386,20 @@ def _closed_form(scene, key, ks, R, p, table=None, sizes=None):
     return np.tile(ks, per), d, wa, wb, n
 
 
+def closest_on_face(scene, coal, k, Ti, Tj, R, p, geometries=None):
+    """``(d, w_a, w_b, n)`` of scene pair ``k``: coal's closest pair
+    (:func:`~sparsedyn.contact.collision_coal.closest_pair`, its shapes at coal's transforms ``Ti``,
+    ``Tj``), or where its kinds have a closed form in :data:`~sparsedyn.contact.closed_forms.ON_FACE` whose
+    hit holds at the shapes' placements ``R``, ``p`` (an ellipsoid on a box's face), that hit."""
+    key = (scene.shapes[scene.index[k][0]].kind, scene.shapes[scene.index[k][1]].kind)
+    on = key if key in ON_FACE else key[::-1] if key[::-1] in ON_FACE else None
+    if on is not None:
+        _, d, wa, wb, n = (x[0] for x in _closed_form(scene, on, np.array([k]), R, p, ON_FACE))
+        if np.isfinite(d):
+            return d, wa, wb, n
+    return closest_pair(scene, coal, k, Ti, Tj, geometries)
+
+
 def _mesh_plane_pairs(scene, ks, R, p, cutoff, spin=None):
     """Hits of mesh-plane pairs ``ks`` within their ``cutoff`` (len(ks),) [m], in the pairs' order
     (:func:`~sparsedyn.contact.reduction.mesh_plane_patches`: all pairs at once; ``spin`` (len(ks), 3)
@@ -541,7 +555,7 @@ def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
                 got = [c for c in got if c[3] <= top]
             got = [(np.array(w1, float), np.array(w2, float), -np.array(nc, float), d) for w1, w2, nc, d in got]
         else:
-            d, w1, w2, n = closest_pair(scene, coal, k, tf[i], tf[j])
+            d, w1, w2, n = closest_on_face(scene, coal, k, tf[i], tf[j], R, p)
             got = [(w1, w2, n, d)] if d < margin else []
             near += [k] if got else []
         for w1, w2, n, d in got:

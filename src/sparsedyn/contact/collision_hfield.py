@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import use_backend
-from .closed_forms import _EDGE_AXIS, _EDGE_START, _segments, sphere_box, sphere_capsule, sphere_cylinder, sphere_sphere
+from .closed_forms import (_EDGE_AXIS, _EDGE_START, PARALLEL_EDGES, _segments, sphere_box, sphere_capsule,
+                           sphere_cylinder, sphere_sphere)
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
 from .collision_near import NEAR_COLUMNS, hit_rows
 from .ellipsoid_field import ellipsoid_faces, point_ellipsoid, segment_ellipsoid
@@ -428,8 +429,9 @@ def _capsule_edges(scene, f, sa, caps, windows, grid, Rl, pl, Rh, ph, cut):
 def _box_edges(scene, f, sa, boxes, windows, grid, Rl, pl, Rh, ph, cut):
     """``[t, d, w_a, w_b, n, False...]`` (world; ``t`` the position in ``sa`` of each hit's box) of the
     triangles' edges of each box ``sa[boxes]``'s window (:func:`_edges`, the field's frame, which is
-    ``(Rh, ph)``) crossing one of its edges: the closest points of the two inside both (an end of either
-    is a grid point's or a corner's hit), ``n`` across both from the field's edge towards the box (on the
+    ``(Rh, ph)``) crossing one of its edges (not nearer parallel than
+    :data:`~sparsedyn.contact.closed_forms.PARALLEL_EDGES`): the closest points of the two inside both (an
+    end of either is a grid point's or a corner's hit), ``n`` across both from the field's edge towards the box (on the
     side of its centre), ``d`` along it, within ``cut``, where the field's edge is the least distance
     about it (:func:`_local_least`) and ``-n`` lies in the box edge's outward corner (along its two
     faces' outward normals: the box's edge is its nearest feature there)."""
@@ -449,7 +451,7 @@ def _box_edges(scene, f, sa, boxes, windows, grid, Rl, pl, Rh, ph, cut):
     Y, X = A0 + s_box[:, None] * A, B0 + s_edge[:, None] * B
     n = np.cross(A, B)
     L = np.sqrt((n * n).sum(1))
-    crossing = L > 1e-9 * np.sqrt((A * A).sum(1) * (B * B).sum(1))                 # (not parallel)
+    crossing = L > np.sin(PARALLEL_EDGES) * np.sqrt((A * A).sum(1) * (B * B).sum(1))   # (not parallel)
     n = n / np.where(crossing, L, 1.0)[:, None]
     n *= np.where(((c - X) * n).sum(1) < 0, -1.0, 1.0)[:, None]                     # towards the box
     d = ((Y - X) * n).sum(1)

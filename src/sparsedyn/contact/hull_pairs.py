@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from .closed_forms import CLOSED_FORM, CLOSEST, FEATURES
-from .collision import _closed_form
-from .collision_coal import _bounds, _coal, closest_pair, convex_geometry, flat_mesh
+from .collision import _closed_form, closest_on_face
+from .collision_coal import _bounds, _coal, convex_geometry, flat_mesh
 from .collision_near import NEAR_COLUMNS, hit_rows
 from .mesh_box_loop import near_pairs
 
@@ -94,8 +94,8 @@ def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
             _, d, wa, wb, n = (x[0] for x in _closed_form(scene, got[0], hulls[h:h + 1], R, p, CLOSEST))
         else:
             coal = coal or _coal()
-            d, wa, wb, n = closest_pair(scene, coal, k, coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]),
-                                        got)
+            d, wa, wb, n = closest_on_face(scene, coal, k, coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]),
+                                           R, p, got)
         hits.append((d, wa, wb, n))
     i = scene.index[hulls[near], 0]
     out[near] = hit_rows(scene, i, R[i], p[i], *(np.array(x) for x in zip(*hits)))
