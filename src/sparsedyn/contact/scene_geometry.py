@@ -239,7 +239,7 @@ def _sliding(scene, ij, R, p, Ra, oa, data):
         return 0.0
     shape = scene.shapes[i]
     x, D = _support(shape.kind, np.asarray(shape.size, float), -R[i].T @ n, R[i].T @ (wa - p[i]))
-    if D is None or np.abs(x - R[i].T @ (wa - p[i])).max() > 1e-4 * max(shape.size):
+    if D is None or np.abs(x - R[i].T @ (wa - p[i])).max() > _SUPPORT_OFF * max(shape.size):
         return 0.0
     A = Ra.T @ R[i]
     K = -A @ D @ A.T                                             # (the support along -n: d/dn = -d/dm)
@@ -249,6 +249,15 @@ def _sliding(scene, ij, R, p, Ra, oa, data):
 #: A cylinder's rim point moves with the normal where the normal is this far from its axis at least (nearer,
 #: the cylinder stands on its face: its points are held).
 _TILTED = 1e-3
+
+#: A hit's normal is a face's where they differ by this at most: the collision's accuracy (exact closed
+#: forms; coal's GJK to its tolerance, 1e-11), far below the angle between two faces of a box or a field.
+_SAME_NORMAL = 1e-9
+
+#: A hit is a curved shape's support point where its witness lies within this fraction of the shape's size
+#: of it: coal's GJK leaves the witness on a curved surface off by about 1e-6 m (the square root of its
+#: tolerance), a cylinder's other rim points lie a radius away.
+_SUPPORT_OFF = 1e-4
 
 
 def _support(kind, size, m, x):
@@ -277,14 +286,14 @@ def _on_face(scene, j, R, p, x, n):
     ``n`` is the normal of the triangle under ``x``."""
     shape, nl = scene.shapes[j], R.T @ n
     if shape.kind == "box":
-        return bool(np.abs(nl).max() >= 1.0 - 1e-9)
+        return bool(np.abs(nl).max() >= 1.0 - _SAME_NORMAL)
     if shape.kind == "hfield":
         normals = _field_normals(scene, j)
         (sx, sy), (nrow, ncol) = shape.size[:2], normals.shape[:2]
         fx, fy = (R.T @ (x - p))[:2] / (2 * sx, 2 * sy) * (ncol, nrow) + (ncol / 2, nrow / 2)
         c, r = min(max(int(fx), 0), ncol - 1), min(max(int(fy), 0), nrow - 1)
         below = fx - c >= fy - r                                 # below the cell's diagonal: its first triangle
-        return bool(np.abs(normals[r, c, 0 if below else 1] - nl).max() <= 1e-9)
+        return bool(np.abs(normals[r, c, 0 if below else 1] - nl).max() <= _SAME_NORMAL)
     return shape.kind == "plane"
 
 
@@ -329,11 +338,12 @@ def _kind_table(scene):
 
 
 def _pair_kinds(scene):
-    """``(table (P, 12), told, (all_pb, round_a), kinds, sliding (P,), told (P,))``: per scene pair ``[kind, r_a, r_b,
-    w_pp, w_pb, w_ap, K (6)]``, the kind of its hits where the shapes fix it (-1 for two boxes: a corner of
-    either, told at the hit), the radii of its round shapes, the kind's one-hot weights and a zero ``K``;
-    whether some pair's shapes are told at the hit (two boxes, or a curved ``a`` that may slide on a
-    face of ``b``), whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is round;
+    """``(table (P, 12), any_told, (all_pb, round_a), kinds, sliding (P,), told (P,))``: per scene pair
+    ``[kind, r_a, r_b, w_pp, w_pb, w_ap, K (6)]``, the kind of its hits where the shapes fix it (-1 for two
+    boxes: a corner of either, told at the hit), the radii of its round shapes, the kind's one-hot weights
+    and a zero ``K``; whether some pair's shapes are told at the hit (two boxes, or a curved ``a`` that may
+    slide on a face of ``b``), whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is
+    round;
     the kinds a slot of one frame and one of two may hold (:func:`slot_kinds`); which pairs slide, which
     tell their shapes at the hit."""
     P = len(scene.index)
