@@ -192,8 +192,8 @@ _RIM_STARTS = np.linspace(0.0, 1.0, 9)
 def segment_rims(P0, P1, R, p, half, radius, reach=np.inf):
     """The segments ``P0``, ``P1`` (e, 3) against the two rims (circles) of the cylinder ``(R (3, 3), p (3,))``
     (axis: its z; half length ``half``, ``radius``), all in one frame: ``(d, w_a, w_b, n, edge, hit)``
-    per segment within ``radius + reach`` of a rim's centre (no nearer one comes within ``reach`` of the
-    rim), per such rim and per half of the segment either side of its point nearest the rim's axis:
+    per segment within ``radius + reach`` of a rim's centre (the others come no nearer that rim than
+    ``reach``), per such rim and per half of the segment either side of its point nearest the rim's axis:
     the segment's (``edge``, its index) point ``w_b`` nearest the rim on that half and the rim's nearest
     point ``w_a``, ``n`` from the segment towards the cylinder, ``d = |w_a - w_b|``; where ``w_b`` is
     inside the cylinder, through the cap or the side (whichever ``w_b - w_a`` lies more along), the
