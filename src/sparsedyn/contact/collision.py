@@ -482,8 +482,6 @@ def _transform(scene, coal, k, R, p):
     return got
 
 
-
-
 def _distinct_hits(scene, blocks):
     """:func:`_hits` of blocks whose rows are within their pairs' cutoffs and distinct points (the
     collision kernel's candidates, :data:`~sparsedyn.contact.collision_kernel.MIN_FEATURE` apart; a
