@@ -255,14 +255,14 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
         else:
             dv, wv, ws, n = sphere_cylinder(X[k], np.zeros(len(k)), Ra[k], pa[k], size[k, 1] / 2, size[k, 0])
         blocks.append([own[k], dv, ws, wv, -n, np.zeros(len(k), bool)])   # (n from the shape: reversed)
-    sides = np.flatnonzero(np.isin(kinds, ("capsule", "cylinder")))      # (a cylinder's side: a capsule's)
-    if len(sides):
-        blocks.append(_capsule_edges(scene, f, sa, ts[sides], [windows[i] for i in sides.tolist()], grid, Rl, pl,
-                                     Rh, ph, cut))
-    boxes = np.flatnonzero(kinds == "box")
-    if len(boxes):
-        blocks.append(_box_edges(scene, f, sa, ts[boxes], [windows[i] for i in boxes.tolist()], grid, Rl, pl, Rh, ph,
-                                 cut))
+    edged = np.flatnonzero(np.isin(kinds, ("box", "capsule", "cylinder")))
+    if len(edged):                                               # (the windows' edges, found once)
+        P0, P1, T, o = _edges(scene, f, grid, [windows[i] for i in edged.tolist()], pl[ts[edged]], reach[edged])
+        edges, on = (P0, P1, T, ts[edged][o]), kinds[edged][o]
+        sides = np.flatnonzero(on != "box")                      # (a cylinder's side: a capsule's)
+        boxes = np.flatnonzero(on == "box")
+        blocks.append(_capsule_edges(scene, sa, tuple(x[sides] for x in edges), Rl, pl, Rh, ph, cut))
+        blocks.append(_box_edges(scene, sa, tuple(x[boxes] for x in edges), Rl, pl, Rh, ph, cut))
     deepest = deepest.copy()
     for i in np.flatnonzero(np.isin(kinds, tuple(FACE_ROWS))).tolist():
         x = ts[i]
@@ -272,7 +272,8 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
             more = _ellipsoid_hits(scene, f, sa[x], grid, windows[i], (Rl[x], pl[x]), (Rh, ph), (R[sa[x]], p[sa[x]]),
                                    X[own == x], cut[x], min(deepest[x], faces[0].min(initial=np.inf)))
         else:
-            more = _rim_edges(scene, f, sa[x], windows[i], grid, (Rl[x], pl[x]), (Rh, ph), cut[x])
+            mine = np.flatnonzero(edges[3] == x)
+            more = _rim_edges(scene, sa[x], tuple(e[mine] for e in edges[:3]), (Rl[x], pl[x]), (Rh, ph), cut[x])
         blocks.append([np.full(len(more[0]), x), *more, np.zeros(len(more[0]), bool)])
         deepest[x] = min(deepest[x], faces[0].min(initial=np.inf))
     t, d, wa, wb, n, faces = (np.concatenate(x) for x in zip(*blocks))
@@ -407,16 +408,16 @@ def _local_least(n, T):
     return ((T * n[:, None]).sum(2) <= 0).all(1)
 
 
-def _capsule_edges(scene, f, sa, caps, windows, grid, Rl, pl, Rh, ph, cut):
+def _capsule_edges(scene, sa, edges, Rl, pl, Rh, ph, cut):
     """``[t, d, w_a, w_b, n, False...]`` (world; ``t`` the position in ``sa`` of each hit's shape) of
-    the triangles' edges of each capsule or cylinder ``sa[caps]``'s window (:func:`_edges`, the field's
-    frame, which is ``(Rh, ph)``) crossing it over its axis (a ridge across its side): the closest points
-    of the edge and the axis inside both (an end of either is a grid point's, an end sphere's or a
-    rim's hit), within ``cut``, the least distance about the edge (:func:`_local_least`)."""
-    size = _kinds_sizes(scene)[1][sa[caps]]                          # (radius, length, 0)
-    P0, P1, T, o = _edges(scene, f, grid, windows, pl[caps], [scene.shapes[sa[x]].bounding_radius for x in
-                                                              caps.tolist()] + cut[caps])
-    t, r, h = caps[o], size[o, 0], size[o, 1]
+    the triangles' ``edges`` ``(P0, P1, T, t)`` (:func:`_edges`, each of its window's capsule or cylinder
+    ``sa[t]``, the field's frame, which is ``(Rh, ph)``) crossing the shape over its axis (a ridge across
+    its side): the closest points of the edge and the axis inside both (an end of either is a grid
+    point's, an end sphere's or a rim's hit), within ``cut``, the least distance about the edge
+    (:func:`_local_least`)."""
+    P0, P1, T, t = edges
+    size = _kinds_sizes(scene)[1][sa[t]]                             # (radius, length, 0)
+    r, h = size[:, 0], size[:, 1]
     u = Rl[t, :, 2]
     A0, d1, d2 = pl[t] - (h / 2)[:, None] * u, h[:, None] * u, P1 - P0
     s_axis, s_edge = _segments(A0, d1, P0, d2)
@@ -426,22 +427,20 @@ def _capsule_edges(scene, f, sa, caps, windows, grid, Rl, pl, Rh, ph, cut):
             np.zeros(int(keep.sum()), bool)]
 
 
-def _box_edges(scene, f, sa, boxes, windows, grid, Rl, pl, Rh, ph, cut):
+def _box_edges(scene, sa, edges, Rl, pl, Rh, ph, cut):
     """``[t, d, w_a, w_b, n, False...]`` (world; ``t`` the position in ``sa`` of each hit's box) of the
-    triangles' edges of each box ``sa[boxes]``'s window (:func:`_edges`, the field's frame, which is
-    ``(Rh, ph)``) crossing one of its edges (not nearer parallel than
+    triangles' ``edges`` ``(P0, P1, T, t)`` (:func:`_edges`, each of its window's box ``sa[t]``, the
+    field's frame, which is ``(Rh, ph)``) crossing one of the box's edges (not nearer parallel than
     :data:`~sparsedyn.contact.closed_forms.PARALLEL_EDGES`): the closest points of the two inside both (an
-    end of either is a grid point's or a corner's hit), ``n`` across both from the field's edge towards the box (on the
-    side of its centre), ``d`` along it, within ``cut``, where the field's edge is the least distance
-    about it (:func:`_local_least`) and ``-n`` lies in the box edge's outward corner (along its two
-    faces' outward normals: the box's edge is its nearest feature there)."""
-    h = _kinds_sizes(scene)[1][sa[boxes]] / 2
-    P0, P1, T, o = _edges(scene, f, grid, windows, pl[boxes], np.array([scene.shapes[sa[x]].bounding_radius for x in
-                                                                        boxes.tolist()]) + cut[boxes])
-    t = boxes[o]
+    end of either is a grid point's or a corner's hit), ``n`` across both from the field's edge towards the
+    box (on the side of its centre), ``d`` along it, within ``cut``, where the field's edge is the least
+    distance about it (:func:`_local_least`) and ``-n`` lies in the box edge's outward corner (along its
+    two faces' outward normals: the box's edge is its nearest feature there)."""
+    P0, P1, T, t = edges
+    h = _kinds_sizes(scene)[1][sa[t]] / 2
     R, c = Rl[t], pl[t]
-    A0 = c[:, None] + np.einsum("eij,ekj->eki", R, _EDGE_START * h[o][:, None])        # (e, 12, 3): box edges
-    A = R[:, :, _EDGE_AXIS].swapaxes(1, 2) * (2 * h[o][:, _EDGE_AXIS])[..., None]
+    A0 = c[:, None] + np.einsum("eij,ekj->eki", R, _EDGE_START * h[:, None])           # (e, 12, 3): box edges
+    A = R[:, :, _EDGE_AXIS].swapaxes(1, 2) * (2 * h[:, _EDGE_AXIS])[..., None]
     # the pairs whose edges may come within the cutoff: their midpoints within their half lengths and it
     gap = np.sqrt((((A0 + A / 2) - (P0 + P1)[:, None] / 2) ** 2).sum(2)) - np.sqrt((A * A).sum(2)) / 2 - \
         np.sqrt(((P1 - P0) ** 2).sum(1))[:, None] / 2
@@ -462,14 +461,14 @@ def _box_edges(scene, f, sa, boxes, windows, grid, Rl, pl, Rh, ph, cut):
             np.zeros(int(keep.sum()), bool)]
 
 
-def _rim_edges(scene, f, a, window, grid, local, field, cut):
-    """``(d, w_a, w_b, n)`` (world) of the triangles' edges of the ``window`` of the cylinder ``a`` (placed
-    ``local = (Rl, pl)`` in the frame of height field ``f``, which is ``field = (Rh, ph)``) crossing one of
-    its rims (:func:`~sparsedyn.contact.heightfield.segment_rims`): the edge's point nearest the rim inside
-    it (an end is a grid point's hit), in the rim's corner (the rim is the cylinder's nearest point),
-    within ``cut``, the least distance about the edge (:func:`_local_least`)."""
-    (Rl, pl), (Rh, ph), (radius, length) = local, field, scene.shapes[a].size
-    P0, P1, T, _ = _edges(scene, f, grid, [window], pl[None], np.array([scene.shapes[a].bounding_radius + cut]))
+def _rim_edges(scene, a, edges, local, field, cut):
+    """``(d, w_a, w_b, n)`` (world) of the triangles' ``edges`` ``(P0, P1, T)`` of the cylinder ``a``'s
+    window (:func:`_edges`; the cylinder placed ``local = (Rl, pl)`` in the frame of the height field,
+    which is ``field = (Rh, ph)``) crossing one of its rims
+    (:func:`~sparsedyn.contact.heightfield.segment_rims`): the edge's point nearest the rim inside it (an
+    end is a grid point's hit), in the rim's corner (the rim is the cylinder's nearest point), within
+    ``cut``, the least distance about the edge (:func:`_local_least`)."""
+    (Rl, pl), (Rh, ph), (radius, length), (P0, P1, T) = local, field, scene.shapes[a].size, edges
     d, wa, wb, n, edge, hit = segment_rims(P0, P1, Rl, pl, length / 2, radius, cut)
     keep = hit & (d < cut) & _local_least(n, T[edge])
     return d[keep], wa[keep] @ Rh.T + ph, wb[keep] @ Rh.T + ph, n[keep] @ Rh.T
