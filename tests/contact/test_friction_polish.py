@@ -601,7 +601,7 @@ def test_a_polish_of_many_rows_runs_one_newton_step_a_stage_run():
     second, _ = polish_run(stages, inputs, K, first)
     _, mu, Kd, Sd = lay.unpack(tuple(inputs) + (K, S))
     G = Sd["G"].reshape(96, 96)
-    lam = fp.polished(G, Kd["g"], mu, S[lay.S["z"]], Sd["lmax"][0], fp._active(G, lay.normal), Kd["gmax"][0],
+    lam = fp.polished(G, Kd["g"], mu, S[lay.S["z"]], Sd["lmax"][0], fp.active_contacts(G, lay.normal), Kd["gmax"][0],
                       Kd["dmax"][0], 1e-300, slots=lay.slots(Kd), Z=Kd["Z"].reshape(96, lay.nv))[0]
     assert np.abs(lam).max() > 0.0
     assert np.array_equal(second[lay.S["pz"]], lam) and second[lay.S["polishes"]][0] == 1.0

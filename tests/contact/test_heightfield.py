@@ -387,13 +387,12 @@ def test_an_ellipsoid_dropped_into_a_bumpy_bowl_stays_on_it_and_adds_no_energy()
     assert energies[-1] < energies[0] - 0.1
 
 
-def test_an_egg_dropped_level_into_a_bowl_rests_on_its_four_faces_as_by_hand_and_in_mujoco(tmp_path):
-    """An ellipsoid (a, b, c) dropped level over the lowest grid point of a bowl in an MJCF file (heights
-    0.2 + 0.4 (x^2 + y^2) on a 21 x 21 grid, which MuJoCo normalises to [0, 1]): the four cells about
-    that point are the planes ``z = s (+-x +- y)``, ``s = 0.0025 / 0.1`` (1.25 mm up a 5 cm side), and it
-    rests on them at ``sqrt(s^2 (a^2 + b^2) + c^2)`` (each plane's support distance along its normal),
-    to the solver's tolerance; MuJoCo's soft contact rests within 0.5 mm of that."""
-    import mujoco
+def egg_in_bowl(tmp_path):
+    """``(path, (a, b, c), s, rest)``: an MJCF file of an ellipsoid (a, b, c) of 1 kg, free, 0.3 m over the
+    lowest grid point of a bowl (heights 0.2 + 0.4 (x^2 + y^2) on a 21 x 21 grid, which MuJoCo normalises to
+    [0, 1]; 1 x 1 m, 0.25 m high), the slope ``s`` of the four cells about that point (1.25 mm up a 5 cm
+    side) and the height at which the egg rests on them level, ``sqrt(s^2 (a^2 + b^2) + c^2)`` (each
+    plane's support distance along its normal)."""
     a, b, c = 0.12, 0.09, 0.06
     X, Y = np.meshgrid(np.linspace(-1, 1, 21), np.linspace(-1, 1, 21))
     H = 0.2 + 0.4 * (X ** 2 + Y ** 2)
@@ -404,13 +403,21 @@ def test_an_egg_dropped_level_into_a_bowl_rests_on_its_four_faces_as_by_hand_and
       <worldbody><geom name="bowl" type="hfield" hfield="bowl"/>
         <body name="egg" pos="0 0 0.3"><freejoint name="egg"/>
           <geom name="egg" type="ellipsoid" size="{a} {b} {c}" mass="1"/></body></worldbody></mujoco>""")
+    s = 0.25 * 0.005 / 0.05
+    return path, (a, b, c), s, np.sqrt(s * s * (a * a + b * b) + c * c)
+
+
+def test_an_egg_dropped_level_into_a_bowl_rests_on_its_four_faces_as_by_hand_and_in_mujoco(tmp_path):
+    """An ellipsoid dropped level over the lowest grid point of a bowl in an MJCF file (:func:`egg_in_bowl`):
+    the four cells about that point are the planes ``z = s (+-x +- y)``, and it rests on them at ``rest``, to
+    the solver's tolerance; MuJoCo's soft contact rests within 0.5 mm of that."""
+    import mujoco
+    path, (a, b, c), s, rest = egg_in_bowl(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")                          # (MJCF elements the model does not represent)
         model = sd.load_mjcf(str(path), geometry=True)
     scene = sd.Scene(model)
     r = sd.rollout(model, [0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0], [0.0] * 6, [0.0] * 6, scene, 0.002, 500)
-    s = 0.25 * 0.005 / 0.05
-    rest = np.sqrt(s * s * (a * a + b * b) + c * c)
     assert abs(r.q[-1][2] - rest) <= 1e-6 and np.abs(r.v[-1]).max() <= 1e-6
     hits = sd.collide(scene, r.q[-1])
     assert len(hits.distances) == 4

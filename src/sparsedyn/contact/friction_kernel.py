@@ -13,9 +13,10 @@ accepted where Coulomb's law holds to ``tol``; after a few iterations, once the 
 and stage 3 takes the round's next steps (stage 11 those whose start a guess on pairs of contacts changes), stage 4
 checks Coulomb's law itself (the residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are small,
 stage 5 continues a state that ADMM has not solved in its budget with Gauss-Seidel sweeps until they stall (the whole
-solve for ``solver="pgs"``), stage 6 runs the position correction (projected Gauss-Seidel), stage 7 polishes it (the
-exact solution on its active rows), ``finish`` gives the next state.  Every choice is arithmetic (``_step``,
-``_relu`` from ``copysign``), so each stage is one traced program, and the same function of floats.
+solve for ``solver="pgs"``), stage 12 polishes their last iterate where they stall short of ``tol``, stage 6 runs the
+position correction (projected Gauss-Seidel), stage 7 polishes it (the exact solution on its active rows), ``finish``
+gives the next state.  Every choice is arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced
+program, and the same function of floats.
 
 The iteration, and why (the hard case it is chosen for: the dm_control humanoid lying on the floor, its
 joints moved a little: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero
@@ -23,8 +24,8 @@ eigenvalues span 1e-5 to 4, some contacts sliding):
 
 * ADMM converges linearly, and there slowly (hundreds of iterations a state; Gauss-Seidel leaves some
   states unsolved after thousands of sweeps).  Each iteration is therefore followed by Anderson's
-  extrapolation over the last iterates of the ADMM map (:func:`_anderson`, memory :data:`ANDERSON`;
-  Walker and Ni, "Anderson acceleration for fixed-point iterations", 2011), safeguarded as Zhang,
+  extrapolation over the last iterates of the ADMM map (:func:`~sparsedyn.contact.anderson.anderson_step`, memory
+  :data:`ANDERSON`; Walker and Ni, "Anderson acceleration for fixed-point iterations", 2011), safeguarded as Zhang,
   O'Donoghue and Boyd ("Globally convergent type-I Anderson acceleration for nonsmooth fixed-point
   iterations", 2020): the extrapolated point is taken only while the fixed-point residual stays below
   its best value, else the plain step and an empty memory (the cone projections make the map
@@ -78,9 +79,10 @@ from ..algorithms.configuration import integrate
 from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
+from .anderson import FAR, anderson_step
 from .correction import (POLISH_PASSES, _correction_sweep, correction_impulses, correction_targets,  # noqa: F401
                          held_rows, no_best, polish_due, polish_first, polish_pass)
-from .friction_linalg import (Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _mv_sym, _solve_small, _spd_inverse,
+from .friction_linalg import (Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _mv_sym, _spd_inverse,
                               low_rank)
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu,
                                _scale_rows, _step, _vmax, problem_of, slot_structure, slot_width)
@@ -105,14 +107,12 @@ RHO_START, RHO_RATIO = 0.3, 5.0
 ANDERSON = 10
 #: Anderson's refusals in a row (a stall) after which ``rho`` is balanced whatever the ratio: one memory's length.
 STALL = ANDERSON
-#: Tikhonov regularisation of Anderson's least squares, relative to the trace of its normal matrix
-#: (the differences are nearly parallel on a slow tail).
-ANDERSON_REG = 1e-10
+#: Newton's steps of the polish after Gauss-Seidel stalls short of the tolerance (:func:`_last_polish`): the egg
+#: landing level in a bowl is accepted after three.
+LAST_POLISH = 4
 #: The range of ``rho`` relative to the largest eigenvalue of ``G`` (the inverse of
 #: ``G + (eta + rho) I`` stays well conditioned).
 RHO_RANGE = (1e-6, 1e6)
-#: The smallest residual norm of an empty Anderson memory (no step is refused).
-_FAR = 1e300
 #: The loop state's slots of the correction's stall (:func:`~sparsedyn.contact.correction.stalled`).
 _STALL = ("lbest", "vbest", "vmark", "stale", "lmark")
 
@@ -241,7 +241,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              res=res, ls=ls, vs=vs, l=np.zeros(nc), sweeps=0.0, due=polish_first(nc), change=0.0,
                              **dict(zip(_STALL, no_best(nc))),
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
-                             fp=np.zeros(m), have=0.0, fbest=_FAR, refused=0.0, gs=np.zeros(2), pz=np.zeros(m),
+                             fp=np.zeros(m), have=0.0, fbest=FAR, refused=0.0, gs=np.zeros(2), pz=np.zeros(m),
                              out=np.zeros(nc), praw=np.zeros(m), sraw=0.0,
                              tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, code=np.zeros(nc), same=0.0,
                              next=_first_polish(m, z), ca=np.zeros(nc), cu=np.zeros(nc), cr=np.zeros(nc), cpass=0.0))
@@ -300,8 +300,9 @@ def _factorize(lay, *X):
 def _iterate(lay, *X):
     """One ADMM iteration (x-step, projection onto the cones, multiplier) from Anderson's
     governing point ``za`` (``z`` its projection onto the cones, ``y / rho`` the rest), De Saxcé's
-    shift from the multiplier, Anderson's next iterate (:func:`_anderson`), and the adaptive ``rho``
-    (residual balancing, past the ratio :data:`RHO_RATIO` or after :data:`STALL` refusals in a row)."""
+    shift from the multiplier, Anderson's next iterate (:func:`~sparsedyn.contact.anderson.anderson_step`),
+    and the adaptive ``rho`` (residual balancing, past the ratio :data:`RHO_RATIO` or after :data:`STALL`
+    refusals in a row)."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
     nc, m = lay.nc, lay.m
@@ -351,7 +352,7 @@ def _iterate(lay, *X):
     invert = change * valid                         # ratio 1 (a residual exactly 0): rho and its inverse kept
     new = rho + invert * (new - rho)
     # the first step's start is no governing point: Anderson's memory starts after it
-    sn = _anderson(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first), lay.slots(K))
+    sn = anderson_step(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first), lay.slots(K))
     # a new rho is a new map: the plain point, rescaled to it (zn + yn / new), not the extrapolation
     S.update(x=xn, z=zn, y=yn, za=change * (zn + yn / new) + (1.0 - change) * sn, rho=new, it=it)
     # the modes of the iterate, and for how many iterations they have not changed (a polish waits for it)
@@ -360,48 +361,6 @@ def _iterate(lay, *X):
     # small residuals: check (+2); out of iterations: Gauss-Seidel (+3); new rho: invert (-1); polish due (+8)
     due = polishing.polish_due(S, it, m) * (1.0 - check) * (1.0 - out) * (1.0 - change)
     return lay.pack(lay.S, S), 2.0 * check + 3.0 * out - invert + 8.0 * due
-
-
-def _anderson(k, S, w, Tw, clear, slots=None):
-    """Anderson's next iterate (type II, Walker and Ni 2011) of the ADMM map ``w -> Tw`` (``w`` (m,):
-    Douglas-Rachford's governing point ``z + y / rho``): ``Tw - (dW + dF)^T gamma`` (the memory holds
-    ``dW + dF``, the differences of ``Tw``), ``gamma`` the least-squares weights that make the residual
-    ``f = Tw - w`` small in the span of the memory's residual differences ``dF``.  The projection
-    onto the cones makes the map nonsmooth, where plain extrapolation can stall; so the step is taken
-    only while ``|f|`` stays below its smallest value since the memory was last cleared, else the plain
-    ``Tw`` and an empty memory (the safeguard of Zhang, O'Donoghue and Boyd, "Globally convergent type-I
-    Anderson acceleration for nonsmooth fixed-point iterations", 2020).  ``clear``: 1 when ``rho``
-    changes (a new map): the memory is emptied; ``k``: the memory's length; ``slots``: the slots in use
-    (:class:`~sparsedyn.contact.friction_linalg.Slots`).  Updates ``S``'s memory in place."""
-    slots = Slots(None, 0) if slots is None else slots
-    n = w.shape[0]
-    f = Tw - w
-    fn = bk.sqrt(f @ f)
-    have, fbest = S["have"][0], S["fbest"][0]
-    keep = 1.0 - _step(fn - fbest)                                 # 0: the residual grew, start afresh
-    # the memory's columns are shifted, never zeroed: ``c`` marks those kept (their rows of A and of
-    # dF f are zero, so their weights are exactly 0), which spares multiplying 2 k n elements by it
-    df, dT = f - S["fp"], Tw - S["Tp"]                               # dT = dW + dF: the differences of T(w)
-    dW = np.concatenate([S["dW"].reshape(k, n)[1:], dT[None]])
-    dF = np.concatenate([S["dF"].reshape(k, n)[1:], df[None]])
-    c = np.concatenate([S["c"][1:], [have]])
-    # the new row of dF dF^T and dF f: one block product (a loop in the compiled code, not 2 k dot products)
-    Ff = _mm(dF, np.stack([df, f], 1), slots.mm(0, 3, 0))
-    row = Ff[:, 0] * c * have
-    A = _zeros(k * k, w).reshape(k, k)
-    A[:k - 1, :k - 1] = S["A"].reshape(k, k)[1:, 1:]
-    A[k - 1, :], A[:, k - 1] = row, row
-    gamma = _solve_small(A + (ANDERSON_REG * np.trace(A) + _TINY) * np.eye(k), Ff[:, 1] * c)
-    out = Tw - keep * _mv(dW.T, gamma, slots.mm(3, 0))              # (keep = 0: the plain step)
-    # the memory kept: emptied where the residual grew (keep = 0) or rho changes (clear = 1); the
-    # smallest residual min(fn, fbest) as fn - relu(fn - fbest) (no cancellation against _FAR); the
-    # refusals in a row since the last accepted step (:data:`STALL` of them change rho: ``_iterate``)
-    stay = 1.0 - clear
-    held = keep * stay
-    S.update(dW=dW.reshape(-1), dF=dF.reshape(-1), c=c * held, A=A.reshape(-1) * held, Tp=Tw, fp=f,
-             have=stay, fbest=stay * (keep * (fn - _relu(fn - fbest)) + (1.0 - keep) * fbest) + clear * _FAR,
-             refused=(S["refused"][0] + 1.0) * (1.0 - keep) * stay)
-    return out
 
 
 def _check(lay, *X):
@@ -424,8 +383,9 @@ def _check(lay, *X):
 
 def _gauss_seidel(lay, *X):
     """One projected Gauss-Seidel sweep (contact by contact: the normal impulse from the normal
-    velocity, then the tangential one projected onto the friction disc); stops when converged, after
-    ``settings[3]`` sweeps, or stalled after ADMM (:func:`~sparsedyn.contact.gauss_seidel_rows.stalled`)."""
+    velocity, then the tangential one projected onto the friction disc); stops when converged or after
+    ``settings[3]`` sweeps (on to the correction, +1: the caller's budget is kept), or stalled after ADMM
+    (:func:`~sparsedyn.contact.gauss_seidel_rows.stalled`; on to :func:`_last_polish`, +7)."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget, sweeps = settings[1], settings[2], settings[3]
     nc, m = lay.nc, lay.m
@@ -439,8 +399,29 @@ def _gauss_seidel(lay, *X):
     it = S["it"][0] + 1.0
     stall, gs = stalled(res, ls, vs, tol, it, S["gs"], budget)
     stop = 1.0 - (1.0 - conv) * (1.0 - _step(it - budget - sweeps)) * (1.0 - stall)
-    S.update(x=lam, z=lam, u=u, it=it, conv=conv, res=res, ls=ls, vs=vs, gs=gs)
-    return lay.pack(lay.S, S), stop
+    S.update(x=lam, z=lam, u=u, it=it, conv=conv, res=res, ls=ls, vs=vs, gs=gs, tries=0.0)
+    return lay.pack(lay.S, S), stop + 6.0 * (1.0 - conv) * stall
+
+
+def _last_polish(lay, *X):
+    """Stage 12, where Gauss-Seidel after ADMM stalled short of the tolerance: one Newton step of a polish
+    (:func:`~sparsedyn.contact.friction_polish.polished`) from its last sweep, each next one from the step
+    before's next iterate, :data:`LAST_POLISH` at most.  Accepted: its impulses; back to the correction
+    (-6) when accepted or after the last, else on (0).  Its sweeps creep where ADMM does not converge
+    (an egg landing level in a bowl: four faces' contacts at one point, whose sticking no rigid motion
+    meets), but their modes are the answer's."""
+    settings, mu, K, S = lay.unpack(X)
+    m = lay.m
+    G, first = S["G"].reshape(m, m), _step(0.5 - S["tries"][0])
+    lam, u, res, ls, vs, _, conv, nxt, _, _ = polishing.polished(
+        G, K["g"], mu, first * S["z"] + (1.0 - first) * S["pz"], S["lmax"][0], polishing.active_contacts(G, lay.normal),
+        K["gmax"][0], K["dmax"][0], settings[1], slots=lay.slots(K), steps=1,
+        Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None, newton=True)
+    keep, tries = 1.0 - conv, S["tries"][0] + 1.0
+    S.update({n: keep * S[n] + conv * x for n, x in (("x", lam), ("z", lam), ("u", u), ("ls", ls), ("vs", vs))})
+    S.update(res=[keep * r0 + conv * r1 for r0, r1 in zip(S["res"], res)], conv=conv, pz=nxt, tries=tries,
+             polishes=S["polishes"][0] + 1.0 / polishing.newton_steps(m))
+    return lay.pack(lay.S, S), -6.0 * (1.0 - keep * _step(LAST_POLISH - 0.5 - tries))
 
 
 def _correction_rows(lay, settings, K, S):
@@ -453,7 +434,7 @@ def _correction_rows(lay, settings, K, S):
 def _correct(lay, *X):
     """One sweep of the position correction (split impulse) on the normal block of ``G``, the load-bearing
     touching contacts held within half the slop of their planes (:mod:`~sparsedyn.contact.correction`):
-    solved or stalled (its best iterate), past the last stage (+6); a polish due (+1:
+    solved or stalled (its best iterate), past the last stage (+7); a polish due (+1:
     :func:`~sparsedyn.contact.correction.polish_due`); else sweep on."""
     settings, _, K, S = lay.unpack(X)
     A, held = _correction_rows(lay, settings, K, S)
@@ -463,7 +444,7 @@ def _correct(lay, *X):
     sweeps = S["sweeps"][0] + 1.0
     due, change = polish_due(sweeps, S["due"][0], l, S["l"], S["change"][0])
     S.update(l=l, sweeps=sweeps, change=change, **dict(zip(_STALL, best)))
-    return lay.pack(lay.S, S), 6.0 * stop + (1.0 - stop) * due
+    return lay.pack(lay.S, S), 7.0 * stop + (1.0 - stop) * due
 
 
 def _correct_polish(lay, *X):
@@ -506,7 +487,8 @@ def _pieces(model, frames, opt):
     """``(init, stages, finish)`` of the step at ``frames`` with the optional arrays ``opt``."""
     lay = _Layout(model, frames, opt)
     stages = (_dispatch, _factorize, _iterate, partial(polishing.polish_stage, pairs=False), _check, _gauss_seidel,
-              _correct, _correct_polish, _delassus, *(partial(_first_step, *x) for x in polishing.FIRST_STEPS))
+              _correct, _correct_polish, _delassus, *(partial(_first_step, *x) for x in polishing.FIRST_STEPS),
+              _last_polish)
     return partial(_init, lay), [partial(f, lay) for f in stages], partial(_finish_and_correction, lay)
 
 

@@ -442,7 +442,7 @@ def polish_stage(lay, *X, start=None, pairs=True):
                             merges(S["rounds"][0], warm), pairs)
     # from ADMM's iterate, then the last answer; a warm start's first polish: the answer nearest it (module docstring)
     lam, u, res, ls, vs, ok, conv, nxt, rn, raw = polished(
-        G, K["g"], mu, z, S["lmax"][0], _active(G, lay.normal), K["gmax"][0], K["dmax"][0], tol,
+        G, K["g"], mu, z, S["lmax"][0], active_contacts(G, lay.normal), K["gmax"][0], K["dmax"][0], tol,
         start=warm * fresh * S["z"], slots=lay.slots(K), steps=1, Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None,
         newton=True)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
@@ -532,7 +532,7 @@ def _closing(G, g, mu, z, lay, sl, weight, swap=0.0, back=0.0, merge=1.0, pairs=
     contact that its velocity closes guessed closed, sticking or sliding (``closing_guess``; all
     :mod:`~sparsedyn.contact.polish_guess`)."""
     nc, m, Z = lay.nc, lay.m, z.reshape(lay.nc, 3)
-    active = _active(G, lay.normal)
+    active = active_contacts(G, lay.normal)
     Z = Z + (1.0 - swap) * merge * (merge_guess(G, Z, active, OPEN) - Z)
     Z = Z + swap * (merge_guess(G, Z, active, OPEN, (mu, STICK)) - Z) if pairs else Z
     u = (_mv_sym(G, Z.reshape(m), sl.mm(3, 3)) + g).reshape(nc, 3)
@@ -556,14 +556,14 @@ def merges(rounds, warm):
     return (1.0 - warm) * (1.0 - sum((k % 2 * 2.0 - 1.0) * _step(rounds - k + 0.5) for k in range(1, ROUNDS + 1)))
 
 
-def _active(G, rows):
+def active_contacts(G, rows):
     """1 for each contact with rows in ``G`` (its normal rows ``rows``), else 0."""
     return _step(np.diagonal(G)[rows] - _TINY)
 
 
 def mode_codes(z, mu, G, rows):
     """Each contact's mode in ``z`` (m,) as a number (nc,): 0 open, 1 sticking, 2 sliding."""
-    _, stick, slide, _ = modes(z.reshape(-1, 3), mu, _active(G, rows))
+    _, stick, slide, _ = modes(z.reshape(-1, 3), mu, active_contacts(G, rows))
     return stick + 2.0 * slide
 
 
