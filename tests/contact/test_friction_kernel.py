@@ -479,8 +479,8 @@ def test_a_landing_that_gauss_seidel_leaves_short_is_polished_to_the_tolerance(r
     """The egg of :func:`~test_heightfield.egg_in_bowl` after 110 steps of free fall, 0.3 mm over the four
     faces about the bowl's lowest point, landing at 2.16 m/s: the four contacts are at one point, their
     normals 1.4 degrees apart, and no rigid motion makes them all stick (the least-squares residual of
-    ``G lambda = -g`` is 4 mm/s), so ADMM drifts and Gauss-Seidel creeps (it stopped at 3e-6 of the velocity
-    scale, its impulses a twist of 0.04 rad/s).  Its modes are the answer's: the polish after it
+    ``G lambda = -g`` is 4 mm/s), so ADMM drifts and Gauss-Seidel creeps (it stopped at a dual residual of
+    3.7e-6 m/s, its impulses a twist of 0.04 rad/s).  Its modes are the answer's: the polish after it
     (:func:`~sparsedyn.contact.friction_kernel._last_polish`) is accepted, on each road, with plain lists:
     no warning, and the egg comes down at the speed that closes its gap, ``(z - rest) / dt``, to the rounding
     of the field's single precision heights (0.25 m 2^-24 a grid point)."""
