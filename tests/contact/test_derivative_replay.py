@@ -15,7 +15,7 @@ import sparsedyn as sd
 from conftest import rel_err
 from test_friction_derivatives import DT, FIELDS, NATURAL, TOL, check_against_differences, lifted
 from test_fused_derivatives import _equal
-from test_scene_derivatives import NOISE, _bound
+from test_scene_derivatives import NOISE, _bound, _touching
 from test_slot_modes_native import SCENES
 from sparsedyn.contact import derivative_replay, fused_derivatives, slot_modes_native
 
@@ -133,3 +133,34 @@ def test_the_gathering_routine_on_hand_made_rows():
         assert np.array_equal(corr_s, modes[2][0])
         assert w[:, :3].tolist() == [[0, 1, 0], [1, 0, 0], [0, 0, 1]]       # stick, free (open), slide
         assert corr_s.tolist() == [0.25, 0.0, 0.5] and np.array_equal(lam_s[[0, 2]], lam[[1, 0]])
+
+
+def _ball_over(x, table):
+    """The ball of test_scene_derivatives' cases over ``table`` at ``x`` (its body's x), 10 um from it along
+    the hit's normal, rolling towards -x."""
+    model, scene, q, v, tau, opt = _touching("sphere", (0.05,), table, np.eye(3), offset=(x, 0.0, 0.0))
+    return model, scene, q, np.array([0.0, 0.0, 0.0, -0.3, 0.0, -0.05]), tau, opt
+
+
+def test_a_layout_met_again_where_a_ball_touches_an_edge_takes_the_edges_road(monkeypatch):
+    """A ball on a box's face is its pair's own kind (a point on a face: the fused road, kept for its layout);
+    the same layout (one contact of the one pair in the same slot) where the ball touches the box's edge
+    is not: the kept plan answers no derivatives there, and those made equal the NumPy road's (a point
+    against a line: its normal turns about the edge), to the rounding bound."""
+    table = sd.Shape("box", (0.4, 0.4, 0.2), placement=(np.eye(3), [0, 0, 0.1]), name="table")
+    model, scene, q, v, tau, opt = _ball_over(0.0, table)
+    _, _, edge, _, _, _ = _ball_over(0.2, table)                 # the ball's centre past the edge
+    hits = sd.collide(scene, edge)
+    assert len(hits.pairs) == 1 and 0.1 < hits.normals[0, 0] < 0.9             # on the edge, not a face
+    with sd.use_backend("native", deterministic=True):
+        for _ in range(2):
+            sd.contact_step_derivatives(model, q, v, tau, scene, DT, tol=TOL)
+        calls = _counting(monkeypatch)
+        sd.contact_step_derivatives(model, lifted(q, 1e-7), v, tau, scene, DT, tol=TOL)
+        d = sd.contact_step_derivatives(model, edge, v, tau, scene, DT, tol=TOL)
+        assert calls == [True, True]                             # the face's plan met, and asked at the edge
+    with sd.use_backend("numpy"):
+        ref = sd.contact_step_derivatives(model, edge, v, tau, scene, DT, tol=TOL)
+    bound = _bound(model, edge, v, tau, scene, opt)
+    for f in FIELDS:
+        assert rel_err(getattr(d, f) / NATURAL[f], getattr(ref, f) / NATURAL[f]) <= bound, (f, bound)

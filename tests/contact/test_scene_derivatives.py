@@ -8,6 +8,7 @@ rounding of the pieces (``rounding_bound`` of the recursions times ``cond(H)``),
 the mode equations amplifies by the condition of the contacts' Delassus matrix on its range.
 """
 
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -119,6 +120,50 @@ def _curved_on(kind, world, normal, point, turn=0.15):
     return model, sd.Scene(model, world=[world], friction=MU), q, np.array([1.0, 0.5, -0.1, 0.5, -0.3, -0.05]), Z, {}
 
 
+def _turn(axis, angle):
+    c, s = np.cos(angle), np.sin(angle)
+    i, j = [(1, 2), (2, 0), (0, 1)][axis]
+    R = np.eye(3)
+    R[i, i], R[i, j], R[j, i], R[j, j] = c, -s, s, c
+    return R
+
+
+def _touching(kind, size, world, turn, offset=(0.0, 0.0, 0.0)):
+    """A free body whose shape (``kind``, ``size``, turned by ``turn`` and off its body's origin) is 10 um
+    above ``world``'s one shape where their features meet (the body moved along the hit's normal to
+    that distance), turning, sliding and closing."""
+    model = sd.ModelBuilder(kind).add_body("body", None, sd.make_joint("free"), mass=1.0,
+                                           rot_inertia=np.diag([0.004, 0.005, 0.006])).add_frame("body", "body") \
+        .build().with_geometry(sd.Geometry(kind, 0, Transform(turn, np.array([0.02, -0.01, 0.015])), kind, size,
+                                           "collision"))
+    q = np.array([0.03 + offset[0], 0.02 + offset[1], 0.5, 0, 0, np.sin(0.05), np.cos(0.05)])
+    far = sd.Scene(model, world=[world], margin=1.0)
+    for _ in range(2):                                           # (the features' distance is linear along n)
+        hits = sd.collide(far, q)
+        q[:3] += (1e-5 - hits.distances[0]) * hits.normals[0]
+    return model, sd.Scene(model, world=[world], friction=MU), q, np.array([0.3, 0.2, -0.1, 0.05, 0.03, -0.05]), Z, {}
+
+
+#: A world capsule (a log along x) and a box turned 45 degrees about y (a ridge: its top edge along y).
+LOG = sd.Shape("capsule", (0.05, 0.6), placement=(_turn(1, np.pi / 2), [0, 0, 0.3]), name="log")
+RIDGE = sd.Shape("box", (0.2, 0.6, 0.2), placement=(_turn(1, np.pi / 4), [0, 0, 0.3]), name="ridge")
+
+
+def _forearm_across_torso():
+    """The hand on the torso's model with a capsule on the forearm crossing the torso's top edge (along
+    x) 4 um from it, the normal halfway between the edge's faces: a two-body ``ll`` contact."""
+    model, _, q, v, tau = hand_scene()
+    R1, p1 = _turn(2, q[-1]), np.array([0.4, 0.1, 0])            # the forearm's pose at q
+    n, ea = np.array([0, 1, 1]) / np.sqrt(2), np.array([0.5, 0.75 ** 0.5 / 2 ** 0.5, -0.75 ** 0.5 / 2 ** 0.5])
+    c = np.array([0.1, 0.03, 0.03]) + (0.03 + 4e-6) * n
+    R = np.stack([np.cross(n, ea), n, ea], 1)                    # the capsule's axis along ea
+    # (a Transform's rotation takes the body's axes into the shape's: R^T in the forearm's)
+    model = dataclasses.replace(model, geometries=model.geometries[:1]).with_geometry(
+        sd.Geometry("hand", 1, Transform(R.T @ R1, R1.T @ (c - p1)), "capsule", (0.03, 0.2), "collision"))
+    scene = sd.Scene(model, friction=0.5).with_pairs(add=[("torso", "hand")])
+    return model, scene, q, v, tau, {"gravity": np.zeros(3)}
+
+
 CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_table,
          "box pressed into table": _box_pressed_into_table, "composite arm": _composite_arm,
          "egg on floor": lambda: _curved_on("ellipsoid", FLOOR, [0, 0, 1.0], np.zeros(3)),
@@ -126,7 +171,12 @@ CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_ta
          "egg on table": lambda: _curved_on("ellipsoid", sd.Shape("box", (1.0, 1.0, 0.2), placement=(
              np.eye(3), [0, 0, 0.1]), name="table"), [0, 0, 1.0], [0, 0, 0.2]),
          "wheel on floor": lambda: _curved_on("cylinder", FLOOR, [0, 0, 1.0], np.zeros(3), np.pi / 2),
-         "wheel tilted on ramp": lambda: _curved_on("cylinder", RAMP, RAMP_UP, RAMP_AT, 1.2)}
+         "wheel tilted on ramp": lambda: _curved_on("cylinder", RAMP, RAMP_UP, RAMP_AT, 1.2),
+         "capsule across log": lambda: _touching("capsule", (0.05, 0.4), LOG, _turn(0, np.pi / 2) @ _turn(1, 0.2)),
+         "box edge across ridge": lambda: _touching("box", (0.3, 0.1, 0.1), RIDGE, _turn(2, 0.2) @ _turn(0, np.pi / 4)),
+         "ball on ridge's edge": lambda: _touching("sphere", (0.05,), RIDGE, np.eye(3)),
+         "box corner on log": lambda: _touching("box", (0.1, 0.1, 0.1), LOG, _turn(0, 0.5) @ _turn(1, 0.6)),
+         "forearm across torso": _forearm_across_torso}
 
 
 @pytest.fixture
@@ -183,13 +233,18 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
     assert np.all(np.delete(P.gap, used) > 1e5)
 
 
-#: The kinds of contact of each case's slots, from its shapes: a sphere on a plane ``pb``; a box's corner
-#: on the table (a box) ``pb``, or the table's corner on the box ``ap``; the torso's box face (shape a)
-#: against the hand's sphere ``ap``; and ``pb`` in every slot (a free slot's).
-SLOT_KINDS = {"ball": (1,), "hand on torso": (1, 2), "box on table": (1, 2), "box pressed into table": (1, 2),
+#: The kinds of contact of each case's slots, from its shapes' features (a point, a line, a face): a sphere on a
+#: plane ``pb``; two boxes (the table, a ridge): a corner on a face ``pb`` or ``ap``, two edges ``ll``; a box
+#: (the torso) against a sphere: its face ``ap``, its corner or edge ``pp``; a sphere or a capsule's end
+#: against a capsule's side or a box's edge ``pp``, two capsules' sides or a side and an edge ``ll``; a box's
+#: corner on a capsule's side ``pp``, its face on the capsule's end ``ap``; ``pb`` in every slot (a free
+#: slot's).
+SLOT_KINDS = {"ball": (1,), "hand on torso": (0, 1, 2), "box on table": (1, 2, 3), "box pressed into table": (1, 2, 3),
               "composite arm": (1,), "egg on floor": (1, SLIDING), "egg on ramp": (1, SLIDING),
               "egg on table": (1, SLIDING),
-              "wheel on floor": (1, SLIDING), "wheel tilted on ramp": (1, SLIDING)}
+              "wheel on floor": (1, SLIDING), "wheel tilted on ramp": (1, SLIDING),
+              "capsule across log": (0, 1, 3), "box edge across ridge": (1, 2, 3), "ball on ridge's edge": (0, 1),
+              "box corner on log": (0, 1, 2, 3), "forearm across torso": (0, 1, 2, 3)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -220,7 +275,7 @@ def test_the_kernel_of_the_slots_kinds_equals_the_general_one_on_the_native_road
         assert rel_err(getattr(got, f), getattr(ref, f)) <= bound, f
     with pytest.raises(ValueError, match=r"scene_step_partials: kinds must be empty or, per slot \(%d\)" % ns):
         scene_step_partials(model, q, v, v_next, lam, corr, modes, data, shapes, model.gravity, [DT], slots.frames,
-                            [[3]] * ns)
+                            [[5]] * ns)
 
 
 def _with_free_slots(scene, q):
@@ -412,15 +467,15 @@ PRODUCT_SLOTS = {"humanoid": (dm_control_humanoid, ("left_foot", "right_hand", "
 
 
 def _random_geometry(rng, ns):
-    """Random slot geometries (ns, 20): centres, radii, a unit normal, one kind each and a symmetric
+    """Random slot geometries (ns, 21): centres, radii, a unit normal, one kind each and six numbers
     ``K`` (module docstring of scene_derivatives), every kind among them."""
     g = np.zeros((ns, GEOMETRY))
     g[:, 0:3], g[:, 4:7] = rng.uniform(-0.2, 0.2, (ns, 3)), rng.uniform(-0.2, 0.2, (ns, 3))
     g[:, 3], g[:, 7] = rng.uniform(0.0, 0.1, ns), rng.uniform(0.0, 0.1, ns)
     n = rng.normal(size=(ns, 3))
     g[:, 8:11] = n / np.linalg.norm(n, axis=1, keepdims=True)
-    g[np.arange(ns), 11 + np.arange(ns) % 3] = 1.0
-    g[:, 14:20] = rng.uniform(-0.1, 0.1, (ns, 6))
+    g[np.arange(ns), 11 + np.arange(ns) % 4] = 1.0
+    g[:, 15:21] = rng.uniform(-0.1, 0.1, (ns, 6))
     return g
 
 

@@ -44,10 +44,12 @@ def _tilted_box():
 
 SCENES = dict(CASES, **{"hand on torso, gravity": _hand_with_gravity, "box on floor": _box_on_floor,
                         "tilted box, free slots": _tilted_box})
-#: Those whose shapes are told at q (a pair of boxes, an ellipsoid or a cylinder on a face): the Python road
-#: lays them out.
+#: Those whose shapes are told at q (a pair of boxes, an ellipsoid or a cylinder on a face, a sphere, a
+#: capsule or a box touching with another feature than its pair's own: an edge, a capsule's side): the
+#: Python road lays them out.  (The hand on the torso's face is its pair's own: the native road.)
 TOLD = ("box on table", "box pressed into table", "egg on floor", "egg on ramp", "egg on table", "wheel on floor",
-        "wheel tilted on ramp")
+        "wheel tilted on ramp", "capsule across log", "box edge across ridge", "ball on ridge's edge",
+        "box corner on log", "forearm across torso")
 
 
 def _both(model, scene, q, v, tau, opt, monkeypatch):

@@ -177,10 +177,10 @@ def contact_step_derivatives(model, q, v, tau, contacts, dt, **options):
 
     ``contacts`` may be a :class:`~sparsedyn.Scene` (``q`` (nq,) or a batch (B, nq)): the step is the
     scene's and the derivatives include how its contact points and normals move with ``q``
-    (:mod:`~sparsedyn.contact.scene_derivatives`: exact for a sphere, a capsule's end or a vertex
-    against a plane, a face or a sphere; a point on a capsule's side, an edge or a cylinder's rim is
-    held where it was found), with the active pairs held (a pair that starts or stops touching under
-    the perturbation is a change of mode).  Their per-state pieces are one kernel on the step's slots
+    (:mod:`~sparsedyn.contact.scene_derivatives`: exact for a vertex on a plane or a face, spheres,
+    capsules and boxes against each other, an ellipsoid or a cylinder's rim on a face; a mesh's or a
+    field's edge is held where it was found), with the active pairs held (a pair that starts or stops
+    touching under the perturbation is a change of mode).  Their per-state pieces are one kernel on the step's slots
     (:func:`~sparsedyn.contact.scene_derivatives.scene_step_partials`: native on the default road,
     built once per slot layout as the step).
 

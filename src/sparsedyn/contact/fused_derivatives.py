@@ -37,7 +37,7 @@ from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
 from .partials_blocks_native import folded_call, partials_blocks_call
-from .scene_geometry import told_at_hit
+from .scene_geometry import own_at_witnesses, told_at_hit, witnesses_tell
 from .scene_slotted import Slotted, one_state_slots
 from .slot_modes_native import SOURCE as SLOT_MODES
 from .slot_modes_native import _plan, fused_slotted
@@ -91,7 +91,8 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
         derive = replayed(scene, road[2], tol, got)
         if derive is not None:                     # a layout met before: no FoundContacts, no slots, no plan lookup
             step = _one_step(got[0], got[1], solver, tol)
-            d = _blocks(derive(q, v, got, model.gravity), step, result)
+            blocks = derive(q, v, got, model.gravity)
+            d = None if blocks is None else _blocks(blocks, step, result)
             if d is not None:
                 return step, None, None, d
         ran = (got[0], got[1], _found(scene, road[4], got[2], got[3], got[4], got[5], got[1]))
@@ -115,8 +116,8 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
         d = _four_calls(model, q, v, out, plan, pieces, slots.data, step, result)
         if d is not None:
             if got is not None:                    # (the step's own call: its layout met again is replayed)
-                remember(scene, road[2], tol, got, plan, slots, in_data, lambda make, got: _replay_call(
-                    plan, pieces, make, got, model.nq))
+                remember(scene, road[2], tol, got, plan, slots, in_data, lambda make, got: _own_features_first(
+                    scene, road[4][3], found.pair, _replay_call(plan, pieces, make, got, model.nq)))
             return step, found, None, d
     slotted = fused_slotted(scene, q, tuple.__new__(StepArrays, out), index, found, in_data, tol, Slotted)
     return step, found, slotted if slotted is not None else one_state_slots(
@@ -151,6 +152,22 @@ def _blocks(got, step, result):
     if rc != 0:
         _checks.finite_result("contact_step_derivatives", d, (2,) * 6)
     return d
+
+
+def _own_features_first(scene, pairs, pair, derive):
+    """``derive`` for a layout whose contacts (of the scene pairs ``pair``) never tell their shapes at the
+    hit; else ``derive`` where the hits' rows tell its contacts touch with their pairs' own features
+    (:func:`~sparsedyn.contact.scene_geometry.own_at_witnesses`; ``pairs`` each candidate's scene pair),
+    returning None otherwise (the caller's road); None where the rows cannot tell."""
+    if not told_at_hit(scene, pair):
+        return derive
+    if not witnesses_tell(scene, pair):
+        return None
+
+    def checked(q, v, got, gravity):
+        sel = got[2]
+        return derive(q, v, got, gravity) if own_at_witnesses(scene, pairs[sel], got[4][sel]) else None
+    return checked
 
 
 def _replay_call(plan, pieces, make, got, nq):
@@ -205,7 +222,8 @@ def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
     pieces' native callable, :func:`~sparsedyn.contact.derivative_blocks_native.scene_blocks_call`), kept
     in ``scene.cache`` per layout (the last one's key compared first: a trajectory's steps keep their
     layout; the model's native callables stay once built); None where a piece is not there (a kernel not
-    built, shapes told at the hit (two boxes, an ellipsoid on a face): the caller's road)."""
+    built, shapes told at the hit (two boxes, a sphere on a box's edge, an ellipsoid on a face): the caller's
+    road)."""
     pair, slots, corr = found.pair, found.slots, out[5]
     if type(pair) is not np.ndarray or pair.dtype != np.intp:
         pair = np.asarray(pair, np.intp)
@@ -213,11 +231,13 @@ def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
     key = (slots.frames, pair.tobytes(), None if at is None else np.asarray(at).tobytes(),
            None if index is None else np.asarray(index).tobytes(), in_data, len(out[2]), corr.size,
            out[4].size, tol, dt)
+    if told_at_hit(scene, pair, q, slots):                       # (at this state: before the last layout's plan)
+        return None
     last = scene.cache.get(_LAST)
     if last is not None and last[1] == key:
         return last[2]
     f = (native_calls(model) or _NONE).get(_PARTIALS)
-    if f is None or type(tol) is not float or type(model.gravity) is not np.ndarray or told_at_hit(scene, pair):
+    if f is None or type(tol) is not float or type(model.gravity) is not np.ndarray:
         return None
     memo = scene.cache.setdefault(_KEY, {})
     got = memo.get(key)

@@ -29,7 +29,7 @@ __all__ = ["partials_blocks_call", "folded_call", "SOURCE", "FOLDED"]
 
 #: :mod:`~sparsedyn.contact.derivative_blocks_native`'s routine and ``sd_scene_partials_blocks(q, v, v_next,
 #: impulses, correction, modes, contact_data, gravity, par, b0 .. b5, rc)``: ``par = [nv, ns, dt, rcond,
-#: workspace doubles, entry, shapes (ns * 11)]`` (``entry``: the address of the pieces' one-state entry
+#: workspace doubles, entry, shapes (ns * 12)]`` (``entry``: the address of the pieces' one-state entry
 #: ``(q, v, v_next, impulses, correction, modes, contact_data, shapes, gravity, dt, rows, state, gap)``, an
 #: integer below 2^53, so exact); the pieces written to the workspace, then the blocks routine on them
 #: (``b0 .. b5``, ``rc`` as ``sd_scene_derivative_blocks`` writes them; -1 where the workspace cannot be
@@ -39,7 +39,7 @@ typedef void (*sd_spb_pieces)(const double *, const double *, const double *, co
                               const double *, const double *, const double *, const double *, const double *,
                               double *, double *, double *);
 
-/* the pieces of the slots whose shapes (ns, 11) are given, then the blocks (par's first six entries read) */
+/* the pieces of the slots whose shapes (ns, 12) are given, then the blocks (par's first six entries read) */
 static void sd_spb_run(const double *q, const double *v, const double *vn, const double *lam, const double *corr,
                        const double *modes, const double *data, const double *gravity, const double *par,
                        const double *shapes, double *const *b, double *rc)
@@ -73,7 +73,7 @@ def partials_blocks_call(pieces, shapes, nq, nv, ns, dt, blocks, blocks_par, dt_
     (nv, nv), rc (1,))``, the six blocks of the derivatives of a step whose pieces the compiled kernel
     ``pieces`` (the one-state fast kernel of :func:`~sparsedyn.scene_step_partials` for the step's slots;
     its ``entry``, the address of its one-state entry) makes of the step's arrays and the slots'
-    ``shapes`` (ns, 11), for ``nq`` coordinates, ``nv`` joint velocities, ``ns`` slots and the time step
+    ``shapes`` (ns, 12), for ``nq`` coordinates, ``nv`` joint velocities, ``ns`` slots and the time step
     ``dt``; in one native
     call through the compiled kernels' fast path, whose fallback is the two calls (``pieces``, then
     ``blocks`` with ``blocks_par``, :func:`~sparsedyn.contact.derivative_blocks_native.blocks_call`'s, and

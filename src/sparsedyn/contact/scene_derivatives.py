@@ -14,29 +14,37 @@ slot's radii and kind (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), p
 frames inside the program (:func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`), so a new
 contact set in the same slots is not a new build.
 
-Each slot's geometry (20,) is ``[c_a (3), r_a, c_b (3), r_b, n (3), w_pp, w_pb, w_ap, K (6)]``: a
+Each slot's geometry (21,) is ``[c_a (3), r_a, c_b (3), r_b, n (3), w_pp, w_pb, w_ap, w_ll, K (6)]``: a
 centre ``c_a`` fixed in the slot's frame ``a`` (a sphere's centre of radius ``r_a``, or a vertex:
 ``r_a = 0``), one ``c_b`` fixed in ``b`` (the world where the slot has no second frame), a normal
-``n``, the weights of its kind (one of them 1, the others 0; a kernel has no branch) and a symmetric
-``K`` (its entries ``[K_xx, K_yy, K_zz, K_xy, K_xz, K_yz]``)::
+``n``, the weights of its kind (one of them 1, the others 0; a kernel has no branch) and six numbers
+``K``: a symmetric matrix (its entries ``[K_xx, K_yy, K_zz, K_xy, K_xz, K_yz]``) for ``pb``, two lines'
+directions ``e_a = K[0:3]`` (a's axes) and ``e_b = K[3:6]`` (b's axes) for ``pp`` and ``ll``::
 
     pp:  n = (x_a - x_b) / |x_a - x_b|    two spheres: the normal along the centres
     pb:  n = R_b n_b                      a sphere or vertex of a against a plane fixed in b
     ap:  n = R_a n_a                      a plane fixed in a against a sphere or vertex of b
-    gap = n . (x_a - x_b) - (w_pp + w_pb) r_a - (w_pp + w_ap) r_b
-    x = x_a - r_a n  (pp, pb)             x = x_b + (r_b + gap) n  (ap)
+    ll:  n = (e_a x e_b) / |e_a x e_b|    two lines (a capsule's side, a box's edge): their common normal
+    gap = n . (x_a - x_b) - r_a (pp, pb, ll) - r_b (pp, ap, ll)
+    x = x_a - r_a n  (pp, pb, ll)         x = x_b + (r_b + gap) n  (ap)
 
-with ``x_a = o_a + R_a (c_a + K R_a^T n)``, ``x_b = o_b + R_b c_b``; the rows are those of ``a``'s
-point at ``x`` relative to ``b``'s point there, in the contact frame of ``n``
-(:func:`~sparsedyn.contact.friction_problem.plane_basis`).  ``K`` is how a curved shape's point on a
-face (an ellipsoid's, a cylinder's rim) slides over its surface as the normal turns in its axes (the
-derivative of its support point; zero at the normal found, ``K R_a^T n = 0``, so the geometry at ``q``
-is the hit's; zero for every other kind of hit, and left out of the slots whose kinds do not hold
-:data:`~sparsedyn.contact.scene_geometry.SLIDING`).  A sphere, a capsule's end, a box's or a mesh's
-vertex against a plane, a face or a sphere, and an ellipsoid or a cylinder's rim on a plane or a face
-move so exactly; a capsule's side, an edge, or an ellipsoid's or a cylinder's point against an edge, a
-vertex or a sphere are held at the point found at ``q`` (their contact point slides on the shape as it
-turns).  A free slot has the geometry of a vertex on a plane below it (its rows finite; it is open).
+with ``x_a = o_a + R_a c_a``, ``x_b = o_b + R_b c_b`` but where they slide: in ``pb``, ``x_a = o_a + R_a
+(c_a + K R_a^T n)``, ``K`` how a curved shape's point on a face (an ellipsoid's, a cylinder's rim)
+slides over its surface as the normal turns in its axes (the derivative of its support point; zero at
+the normal found, ``K R_a^T n = 0``, so the geometry at ``q`` is the hit's; left out of the slots whose
+kinds do not hold :data:`~sparsedyn.contact.scene_geometry.SLIDING`); in ``pp``, a centre on a line (a
+capsule's side against a sphere, a capsule's end or a box's vertex, a box's edge against a sphere or a
+capsule's end) is the line's point nearest the other centre (``e`` zero for a point); in ``ll``, ``x_a``
+is a's line's point nearest b's line.  The rows are those of ``a``'s point at ``x`` relative to ``b``'s
+point there, in the contact frame of ``n`` (:func:`~sparsedyn.contact.friction_problem.plane_basis`).
+Points (a sphere, a capsule's end, a box's or a mesh's vertex) on a plane or a face, a sphere or a
+capsule's end against a sphere, a capsule's side or a box's edge, a box's vertex against a sphere or a
+capsule's side, lines (a capsule's side, a box's edge) crossing, and an ellipsoid or a cylinder's rim on
+a plane or a face move so exactly; a mesh's or a field's edge, a mesh's vertex against a sphere or a
+capsule, and an ellipsoid's or a cylinder's point against an edge, a vertex or a sphere are held at the
+point found at ``q`` (their contact point slides on the shape as it turns), as are two parallel lines (a
+capsule lying on a face or along another: its witness point is one of many).  A free slot has the
+geometry of a vertex on a plane below it (its rows finite; it is open).
 """
 
 from __future__ import annotations
@@ -68,9 +76,9 @@ __all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "slot_products", 
 def slot_rows(model, q, geometry, frames, kinds=None):
     """``(J (3 ns, nv), gap (ns,))``: the contact rows (contact frames ``[t_x, t_y, n]``) and gaps of
     the slots ``frames`` (the step's slot frames: a frame index, or a pair ``(frame_a, frame_b)``)
-    whose geometry (ns, 20) is given (module docstring); at the configuration the geometry was found
+    whose geometry (ns, 21) is given (module docstring); at the configuration the geometry was found
     at, the rows and gaps of the step.  ``kinds``: per slot the kinds of contact it may hold (a sorted
-    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 a sliding ``pb``;
+    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, 4 a sliding ``pb``;
     :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every one), the others' terms left out
     (a slot against the floor: ``pb`` alone, its rows' derivatives a third of the general ones').
     One state (kernel use; no checks)."""
@@ -85,7 +93,7 @@ def slot_rows(model, q, geometry, frames, kinds=None):
 def _slot_contacts(geometry, ends, kinds, poses):
     """Per slot ``(Rc, ka, kb, x, gap)``: the contact frame (3, 3) (world axes, columns ``[t_x, t_y,
     n]``), the slot's frames, its contact point (3,) (world) and gap, from its geometry (module
-    docstring) and the frames' ``poses`` (``{frame: (R, o)}``)."""
+    docstring) and the frames' ``poses`` (``{frame: (R, o)}``): each kind's the slot may hold, weighted."""
     eye = (np.eye(3), np.zeros(3))
     out = []
     for i, (ka, kb) in enumerate(ends):
@@ -93,21 +101,61 @@ def _slot_contacts(geometry, ends, kinds, poses):
         (Ra, oa), (Rb, ob) = poses[ka], (eye if kb is None else poses[kb])
         sliding, kind = SLIDING in kind, tuple(k for k in kind if k != SLIDING)
         xa, xb = oa + Ra @ g[0:3], ob + Rb @ g[4:7]
-        d = xa - xb
-        normals = {1: lambda: Rb @ g[8:11], 2: lambda: Ra @ g[8:11],
-                   0: lambda: d / bk.sqrt(d @ d + _TINY)}                # (not zero: a slot of another kind)
-        n = normals[kind[0]]() if len(kind) == 1 else sum(g[11 + k] * normals[k]() for k in kind)
-        if sliding:                                              # (K is zero but on a pb hit: n is R_b n_b)
-            u = Ra.T @ n
-            K = g[14:20]
-            xa = xa + Ra @ np.stack([K[0] * u[0] + K[3] * u[1] + K[4] * u[2], K[3] * u[0] + K[1] * u[1] + K[5] * u[2],
-                                     K[4] * u[0] + K[5] * u[1] + K[2] * u[2]])
-            d = xa - xb
-        gap = n @ d - _weighted(g, kind, (0, 1), g[3]) - _weighted(g, kind, (0, 2), g[7])
-        x = _weighted(g, kind, (2,), xb + (g[7] + gap) * n) + _weighted(g, kind, (0, 1), xa - g[3] * n)
+        parts = [_CONTACT[k](g, Ra, Rb, xa, xb, sliding) for k in kind]
+        n, gap, x = parts[0] if len(parts) == 1 else \
+            (sum(g[11 + k] * part[j] for k, part in zip(kind, parts)) for j in range(3))
         Rc = plane_basis(np.concatenate([n, np.zeros(1, dtype=n.dtype)]))[0]
         out.append((Rc, ka, kb, x, gap))
     return out
+
+
+def _pp(g, Ra, Rb, xa, xb, sliding):
+    """``(n, gap, x)`` of two spheres (``pp``), a's centre on its line ``e_a = R_a K[0:3]`` nearest b's
+    and b's on its line ``e_b = R_b K[3:6]`` (a capsule's side, a box's edge; zero for a point)."""
+    ea, eb = Ra @ g[15:18], Rb @ g[18:21]
+    xa = xa + (ea @ (xb - xa)) * ea
+    xb = xb + (eb @ (xa - xb)) * eb
+    d = xa - xb
+    n = d / bk.sqrt(d @ d + _TINY)                               # (not zero: a slot of another kind)
+    return n, n @ d - g[3] - g[7], xa - g[3] * n
+
+
+def _pb(g, Ra, Rb, xa, xb, sliding):
+    """``(n, gap, x)`` of a's sphere or vertex on a plane fixed in b (``pb``), a's point sliding by ``K``."""
+    n = Rb @ g[8:11]
+    if sliding:                                                  # (K is zero but on a sliding pb hit)
+        u, K = Ra.T @ n, g[15:21]
+        xa = xa + Ra @ np.stack([K[0] * u[0] + K[3] * u[1] + K[4] * u[2], K[3] * u[0] + K[1] * u[1] + K[5] * u[2],
+                                 K[4] * u[0] + K[5] * u[1] + K[2] * u[2]])
+    return n, n @ (xa - xb) - g[3], xa - g[3] * n
+
+
+def _ap(g, Ra, Rb, xa, xb, sliding):
+    """``(n, gap, x)`` of a plane fixed in a against b's sphere or vertex (``ap``)."""
+    n = Ra @ g[8:11]
+    gap = n @ (xa - xb) - g[7]
+    return n, gap, xb + (g[7] + gap) * n
+
+
+def _ll(g, Ra, Rb, xa, xb, sliding):
+    """``(n, gap, x)`` of two lines (``ll``: a capsule's side or a box's edge each) through ``x_a`` along
+    ``e_a = R_a K[0:3]`` and ``x_b`` along ``e_b = R_b K[3:6]``: the normal ``e_a x e_b`` (unit), a's
+    point nearest b's line."""
+    ea, eb = Ra @ g[15:18], Rb @ g[18:21]
+    m = cross3(ea, eb)
+    mm = m @ m + _PARALLEL                                       # (not zero: a slot of another kind)
+    n = m / bk.sqrt(mm)
+    s = cross3(xb - xa, eb) @ m / mm
+    return n, n @ (xa - xb) - g[3] - g[7], xa + s * ea - g[3] * n
+
+
+#: Each kind's contact (module docstring), by its number.
+_CONTACT = (_pp, _pb, _ap, _ll)
+
+#: Added to ``|e_a x e_b|^2`` of two lines: a slot's other kinds' zero lines stay finite, through their
+#: derivatives' squares too (``_TINY``'s would not); two lines that are a contact's cross at 1e-3 rad at
+#: least (``|e_a x e_b|^2 >= 1e-6``), so it changes no contact's normal beyond 1e-24.
+_PARALLEL = 1e-30
 
 
 def slot_products(model, q, geometry, w, lam, frames, kinds=None):
@@ -190,17 +238,6 @@ def _joint_forces(model, Xup, X0, S, forces, dtype):
             fp = np.concatenate([f[i][:3] + cross3(mtv(X0[p].E, Xup[i].r), f[i][3:]), f[i][3:]])
             f[p] = fp if p not in f else f[p] + fp
     return tau
-
-
-def _weighted(g, kinds, of, x):
-    """``(sum of w_k, k in of) x`` for a slot of geometry ``g`` that may hold the ``kinds`` (``w_k = g[11 +
-    k]``, one of them 1): ``x`` itself where every kind possible is among ``of``, zero where none is."""
-    held = [k for k in kinds if k in of]
-    if len(held) == len(kinds):
-        return x
-    if not held:
-        return 0.0
-    return sum(g[11 + k] for k in held) * x
 
 
 def _ns(model, frames, **_):
@@ -391,7 +428,7 @@ def _kinds_of(kinds, ns):
         out = None
     if out is None or len(out) != ns or not all(set(x) - {SLIDING} and set(x) <= {*KINDS, SLIDING} for x in out):
         raise ValueError(f"scene_step_partials: kinds must be empty or, per slot ({ns}), a non-empty sequence of "
-                         f"the kinds of contact {KINDS} (0 pp, 1 pb, 2 ap) and {SLIDING} where a pb contact "
+                         f"the kinds of contact {KINDS} (0 pp, 1 pb, 2 ap, 3 ll) and {SLIDING} where a pb contact "
                          f"may slide, got {kinds!r}")
     return None if all(x == KINDS + (SLIDING,) for x in out) else out
 
@@ -415,7 +452,7 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     the slots ``frames`` (a frame index or name per slot, or a pair of them for a two-body contact;
     the step's slots) whose contacts are the step's slot data ``contact_data`` (..., ns, 8) (``[mu, p_a
     (3), n (3), offset]``: a's witness point in its frame's axes, the world normal, the plane ``n . x =
-    offset`` through b's witness point) and ``shapes`` (..., ns, 11) (``[r_a, r_b, w_pp, w_pb, w_ap, K
+    offset`` through b's witness point) and ``shapes`` (..., ns, 12) (``[r_a, r_b, w_pp, w_pb, w_ap, w_ll, K
     (6)]``: the radii, 0 for a vertex, the one-hot weights of the kind and the sliding point's ``K``;
     :func:`~sparsedyn.contact.scene_geometry.slot_shapes`), their geometry held fixed in the slots'
     frames as ``q`` moves (module docstring; :func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`),
@@ -437,8 +474,8 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     velocity ``dv_c = H^-1 J_n^T l`` (nv,), and at fixed impulses its change with ``q`` ``W_c`` (nv, nv)
     and that of ``J dv_c``, ``C_c`` (3 ns, nv) (on the normal rows, those the correction holds; zero on the
     tangential ones).  Packed as :class:`~sparsedyn.SlotPartials` says.
-    ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``, and 3 where a
-    ``pb`` contact may slide, its ``K`` not zero; a free slot is ``pb``), every one where empty (the
+    ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, and 4
+    where a ``pb`` contact may slide, its ``K`` not zero; a free slot is ``pb``), every one where empty (the
     default); the program leaves out the terms of the others, so
     each slot's weights must be of one of them (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`:
     those of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows'

@@ -10,6 +10,8 @@ program, so that a step's derivatives place no contact in NumPy).
 
 from __future__ import annotations
 
+from itertools import product
+
 import numpy as np
 
 from ..algorithms.kinematics import frame_placements, frame_world_transform, joint_transforms, world_transforms
@@ -19,41 +21,45 @@ from .heightfield import hfield_triangles, triangle_normals
 from .friction_problem import slot_frames
 from .scene_base import remembered
 
-__all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "told_at_hit", "in_order", "GEOMETRY",
-           "SHAPES", "KINDS", "SLIDING"]
+__all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "told_at_hit", "witnesses_tell",
+           "own_at_witnesses", "in_order", "GEOMETRY", "SHAPES", "KINDS", "SLIDING"]
 
 #: The width of a slot's geometry (the module docstring of :mod:`~sparsedyn.contact.scene_derivatives`).
-GEOMETRY = 20
+GEOMETRY = 21
 
 #: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
 ROUND = ("sphere", "capsule")
 
 #: The kinds of a contact's geometry, against which its one-hot columns are set.
-_KINDS = np.arange(3)
+_KINDS = np.arange(4)
 
-#: The kinds of contact, 0 ``pp``, 1 ``pb`` and 2 ``ap`` (the module docstring of
+#: The kinds of contact, 0 ``pp``, 1 ``pb``, 2 ``ap`` and 3 ``ll`` (the module docstring of
 #: :mod:`~sparsedyn.contact.scene_derivatives`), each of which a slot may hold unless told otherwise.
-KINDS = (0, 1, 2)
+KINDS = (0, 1, 2, 3)
 
 #: The mark, among a slot's kinds, of a slot whose ``pb`` contact may slide over a's curved surface (an
 #: ellipsoid or a cylinder's rim on a face): its geometry's ``K`` is used.
-SLIDING = 3
+SLIDING = 4
 
 #: The kinds of ``a`` whose contact on a face slides over their curved surface as they turn (a sphere's and a
 #: capsule's: their centre and radius), and those of ``b`` flat at a face's hit.
 _CURVED, _FLAT = ("ellipsoid", "cylinder"), ("plane", "box", "hfield")
 
-#: The width of a slot's shapes ``[r_a, r_b, w_pp, w_pb, w_ap, K (6)]`` (:func:`slot_shapes`).
-SHAPES = 11
+#: The kinds of shapes whose hits are told by their features at the hit (a point, a line or a face each:
+#: :func:`_feature`), where one of them is a capsule or a box.
+_FEATURED = ("sphere", "capsule", "box")
+
+#: The width of a slot's shapes ``[r_a, r_b, w_pp, w_pb, w_ap, w_ll, K (6)]`` (:func:`slot_shapes`).
+SHAPES = 12
 
 #: The shapes of a free slot, a vertex on a plane (kind ``pb``).
-FREE_SHAPES = (0.0, 0.0, 0.0, 1.0, 0.0) + (0.0,) * 6
+FREE_SHAPES = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0) + (0.0,) * 6
 
 
 # --- the geometry of a step's contacts, laid out in its slots ------------------------------------------
 
 def slot_geometry(scene, q, pair, slots) -> np.ndarray:
-    """The geometry (ns, 20) of the slots ``slots`` (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`
+    """The geometry (ns, 21) of the slots ``slots`` (a :class:`~sparsedyn.contact.friction_problem.ContactSlots`
     of a step in ``scene`` at ``q`` (nq,), whose contact ``k`` is a hit of the scene pair ``pair[k]``
     (an index of ``scene.pairs``)): each contact's centres, radii, normal and kind in its slot's frames
     (:mod:`~sparsedyn.contact.scene_derivatives`), from the slot's data (the witness point of ``a`` in
@@ -67,7 +73,7 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
         index = slice(None) if full else np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
         a, b = (fa, fb) if full else (fa[index], fb[index])
         data = slots.data if full else slots.data[index]
-        kind, shapes, flags = _kinds(scene, q, np.asarray(pair, np.intp), a, Rf, pf, data)
+        kind, shapes, flags = _kinds(scene, q, np.asarray(pair, np.intp), a, b, Rf, pf, data)
         out[index] = _contact_geometry(Rf, pf, a, b, data, kind, shapes, not len(two), *flags)
     if len(two) and not full:                                    # a free slot of two bodies: the plane in b's axes
         two = two[~np.isin(two, np.arange(len(pair)) if slots.index is None else slots.index)]
@@ -78,10 +84,10 @@ def slot_geometry(scene, q, pair, slots) -> np.ndarray:
 
 
 def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
-    """The geometry (ns, 20) of the slots ``frames`` (slot structures: a frame index, or a pair of them)
+    """The geometry (ns, 21) of the slots ``frames`` (slot structures: a frame index, or a pair of them)
     at ``q`` (nq,) from their ``data`` (ns, 8) (the step's slot data ``[mu, p_a (3), n (3), offset]``:
     a's witness point in its frame's axes, the world normal and the plane ``n . x = offset`` through b's
-    witness point; a free slot's the plane 1000 km below) and ``shapes`` (ns, 11) (:func:`slot_shapes`):
+    witness point; a free slot's the plane 1000 km below) and ``shapes`` (ns, 12) (:func:`slot_shapes`):
     :func:`slot_geometry`'s map (``_contact_geometry``) written for one state and traced values.
     ``kinds``: per slot the kinds it may hold (None: every one); a slot that holds ``pb`` alone takes
     its normal in b's axes, one without ``pb`` in a's, without the weight.  Kernel use, no checks."""
@@ -104,7 +110,7 @@ def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
             Rb, ob = poses[kb]
             cb, nb = Rb.T @ (cb - ob), Rb.T @ n
         normal = nb if kind == (1,) else na if 1 not in kind else s[3] * nb + (1.0 - s[3]) * na
-        out.append(np.concatenate([p + s[0] * na, s[0:1], cb, s[1:2], normal, s[2:11]]))
+        out.append(np.concatenate([p + s[0] * na, s[0:1], cb, s[1:2], normal, s[2:SHAPES]]))
     return np.stack(out)
 
 
@@ -120,28 +126,28 @@ def _read_only(a):
 
 
 def slot_shapes(scene, q, pair, slots) -> np.ndarray:
-    """The shapes (ns, 11) ``[r_a, r_b, w_pp, w_pb, w_ap, K (6)]`` of the slots ``slots`` (a
+    """The shapes (ns, 12) ``[r_a, r_b, w_pp, w_pb, w_ap, w_ll, K (6)]`` of the slots ``slots`` (a
     :class:`~sparsedyn.contact.friction_problem.ContactSlots` of a step in ``scene`` at ``q`` (nq,),
     whose contact ``k`` is a hit of the scene pair ``pair[k]``): each contact's radii (0 for a vertex),
     the one-hot weights of its kind and the curvature ``K`` of its sliding point (``_kinds``), a free
     slot's ``FREE_SHAPES``; with the slots' data, what :func:`slot_geometry_of` places."""
     table = _kind_table(scene)
     pair = np.asarray(pair, np.intp)
-    if not told_at_hit(scene, pair):                             # the shapes fix each slot's: kept per contact set
+    if not told_at_hit(scene, pair, q, slots):                   # the shapes fix each slot's: kept per contact set
         return remembered(scene, "slot shapes", layout_key(slots, pair),
                           lambda: _read_only(_laid_out(slots, pair, table[0][pair, 1:])))
-    if len(pair):                                                # told at the hit: a box's corner, a sliding point
+    if len(pair):                                                # told at the hit: features, a sliding point
         index = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
-        fa = _slot_ends(scene, slots.frames)[0][index]
+        fa, fb = (x[index] for x in _slot_ends(scene, slots.frames)[:2])
         Rf, pf = frame_placements(scene.model, q)
-        rows = _kinds(scene, q, pair, fa, Rf, pf, slots.data[index])[1]
+        rows = _kinds(scene, q, pair, fa, fb, Rf, pf, slots.data[index])[1]
     else:
         rows = table[0][pair, 1:]
     return _laid_out(slots, pair, rows)
 
 
 def _laid_out(slots, pair, rows):
-    """The shapes ``rows`` (nc, 11) of the contacts of ``pair`` in ``slots``' slots, a free slot's
+    """The shapes ``rows`` (nc, 12) of the contacts of ``pair`` in ``slots``' slots, a free slot's
     ``FREE_SHAPES``."""
     if in_order(slots, len(pair)):
         return rows
@@ -152,9 +158,9 @@ def _laid_out(slots, pair, rows):
 
 
 def _contact_geometry(Rf, pf, a, b, data, kind, shapes, in_world, all_pb, round_a):
-    """The geometry (nc, 20) of contacts in the frames ``a`` (nc,) and ``b`` (nc,; -1: the world) placed at
+    """The geometry (nc, 21) of contacts in the frames ``a`` (nc,) and ``b`` (nc,; -1: the world) placed at
     ``(Rf, pf)`` (the frames' rotations and origins), their slots' ``data`` (nc, 8) ``[mu, p_a (3), n (3),
-    offset]``, ``kind`` (nc,) and ``shapes`` (nc, 11) (radii ``r_a``, ``r_b``, one-hot weights of their
+    offset]``, ``kind`` (nc,) and ``shapes`` (nc, 12) (radii ``r_a``, ``r_b``, one-hot weights of their
     kinds and curvatures ``K``: :func:`slot_shapes`):
     a's centre in a's axes ``R_a^T (w_a + r_a n - o_a) = p_a + r_a R_a^T n`` (``w_a`` the witness point of
     a), b's from its witness point ``w_b = w_a - distance n`` (``w_b - r_b n``: b's centre, the witness
@@ -188,7 +194,7 @@ def in_order(slots, nc):
 
 
 def _slot_ends(scene, frames):
-    """``(fa (ns,), fb (ns,), free (ns, 20), two)`` of the slot layout ``frames`` (kept in
+    """``(fa (ns,), fb (ns,), free (ns, 21), two)`` of the slot layout ``frames`` (kept in
     ``scene.cache`` per layout): each slot's frame ``a`` and ``b`` (-1: the world), the geometry of the
     free slots (a vertex at ``a``'s origin on the world plane 1000 km below), and the slots of two
     bodies (whose free geometry is a plane of ``b``, placed at each ``q``)."""
@@ -202,28 +208,85 @@ def _slot_ends(scene, frames):
     return remembered(scene, "slot ends", frames, make, 64)
 
 
-def _kinds(scene, q, pair, a, Rf, pf, data):
-    """``(kind (nc,), shapes (nc, 11), (all_pb, round_a))`` of hits of the scene pairs ``pair`` (nc,) in
-    the frames ``a`` (nc,) placed at ``(Rf, pf)``, their slots' ``data`` (nc, 8) (the witness point of a in
-    its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1 (``pb``) or 2 (``ap``) of
-    :mod:`~sparsedyn.contact.scene_derivatives`, and the shapes of :func:`slot_shapes` (radii, 0 for a
-    vertex; the kinds' one-hot weights; a curved shape's ``K`` on a face, :func:`_sliding`); whether every
+def _kinds(scene, q, pair, a, b, Rf, pf, data):
+    """``(kind (nc,), shapes (nc, 12), (all_pb, round_a))`` of hits of the scene pairs ``pair`` (nc,) in
+    the frames ``a`` (nc,) and ``b`` (nc,; -1: the world) placed at ``(Rf, pf)``, their slots' ``data``
+    (nc, 8) (the witness point of a in its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1
+    (``pb``), 2 (``ap``) or 3 (``ll``) of :mod:`~sparsedyn.contact.scene_derivatives`, and the shapes
+    of :func:`slot_shapes` (radii, 0 for a vertex; the kinds' one-hot weights; a curved shape's ``K``
+    on a face, :func:`_sliding`; the lines of a ``pp`` or ``ll`` hit, :func:`_featured`); whether every
     pair of the scene is of kind 1, whether any has a round ``a``."""
     table = _kind_table(scene)
     rows = table[0][pair]                                        # (a copy: what the hit tells is set below)
     kind = rows[:, 0]
     if table[1]:
-        boxes = np.flatnonzero(kind < 0)                         # a pair of boxes: a corner of a on b's face,
-        slide = np.flatnonzero(table[4][pair])                   # or b's on a's; a curved shape on a face
-        R, p = placements(scene, q) if boxes.size or slide.size else (None, None)
-        for k in boxes.tolist():
-            i = scene.index[pair[k]][0]
-            wa = Rf[a[k]] @ data[k, 1:4] + pf[a[k]]
-            kind[k] = 1 if _corner(scene.shapes[i], R[i], p[i], wa) else 2
-        rows[boxes, 3:6] = kind[boxes, None] == _KINDS
+        told = np.flatnonzero(table[6][pair])                    # spheres, capsules, boxes: their features
+        slide = np.flatnonzero(table[4][pair])                   # a curved shape on a face
+        R, p = placements(scene, q) if told.size or slide.size else (None, None)
+        for k in told.tolist():
+            Rb = np.eye(3) if b[k] < 0 else Rf[b[k]]
+            kind[k], rows[k, 7:] = _featured(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], Rb, data[k],
+                                             rows[k, :3])
+        rows[told, 3:7] = kind[told, None] == _KINDS
         for k in slide.tolist():
-            rows[k, 6:] = _sliding(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], data[k])
+            rows[k, 7:] = _sliding(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], data[k])
     return kind, rows[:, 1:], table[2]
+
+
+def _featured(scene, ij, R, p, Ra, oa, Rb, data, pair_row):
+    """``(kind, K (6,))`` of the hit ``data`` (a slot's, of frames ``a`` and ``b`` turned by ``Ra``,
+    ``Rb``, a's origin at ``oa``) of the shape ``ij[0]`` on ``ij[1]`` (spheres, capsules or boxes, placed
+    at ``(R, p)``), from the features of each at the hit (:func:`_feature`): a point on a face ``pb``,
+    a face on a point ``ap``, two points or a point and a line ``pp`` (the line's direction in ``K``:
+    a's in its frame's axes ``K[0:3]``, b's ``K[3:6]``), two lines crossing ``ll`` (``e_b`` signed so
+    that ``e_a x e_b`` is along the normal); else the pair's own kind ``pair_row[0]`` (two boxes: a's
+    corner on b ``pb``, else ``ap``) with its point held (parallel lines, an edge on a face)."""
+    i, j = ij
+    n, ra, rb = data[4:7], pair_row[1], pair_row[2]
+    wa = Ra @ data[1:4] + oa
+    fa, ea = _feature(scene.shapes[i], R[i], p[i], wa + ra * n)
+    fb, eb = _feature(scene.shapes[j], R[j], p[j], wa - (n @ wa - data[7] + rb) * n)
+    kind, K = _FEATURE_KINDS.get((fa, fb)), np.zeros(6)
+    if kind == 0 and ra + rb == 0.0 or kind == 3 and np.linalg.norm(np.cross(ea, eb)) < _TILTED:
+        kind = None                                              # a box's corner on an edge; parallel lines
+    if kind is None:
+        if pair_row[0] >= 0:
+            return pair_row[0], K
+        return (1 if _corner(scene.shapes[i], R[i], p[i], wa) else 2), K
+    if kind in (0, 3):
+        if kind == 3 and np.cross(ea, eb) @ n < 0:
+            eb = -eb
+        K[0:3] = 0.0 if ea is None else Ra.T @ ea
+        K[3:6] = 0.0 if eb is None else Rb.T @ eb
+    return kind, K
+
+
+#: The kind of a hit of two features (0 a point, 1 a line, 2 a face: :func:`_feature`) of ``a`` and ``b``;
+#: the others (a line or a face on a face) hold their point.
+_FEATURE_KINDS = {(0, 0): 0, (0, 1): 0, (1, 0): 0, (1, 1): 3, (0, 2): 1, (2, 0): 2}
+
+
+def _feature(shape, R, p, c):
+    """``(feature, e)`` of a sphere, a capsule or a box placed at ``(R, p)`` whose centre or point at a hit
+    is ``c`` (world; a round shape's: its witness point moved a radius inwards): 0 a point (a sphere's
+    centre, a capsule's end, a box's corner), 1 a line along the unit ``e`` (3,) (world; a capsule's
+    side, a box's edge), 2 a face (a box's); ``e`` None but for a line."""
+    if shape.kind == "sphere":
+        return 0, None
+    size = np.asarray(shape.size, float)
+    x = R.T @ (c - p)
+    if shape.kind == "capsule":
+        inside = abs(x[2]) < size[1] / 2 - _ON_EDGE * max(1.0, size[1])
+        return (1, R[:, 2]) if inside else (0, None)
+    at = np.abs(np.abs(x) - size / 2) <= _ON_EDGE * max(1.0, size.max())
+    if at.sum() == 2:
+        return 1, R[:, int(np.flatnonzero(~at)[0])]
+    return (0, None) if at.all() else (2, None)
+
+
+#: A point lies on a box's edge or a capsule's end where it is this far from it at most, relative to the
+#: shape's size: the closed forms' rounding (their witness points are exact), far below any feature's size.
+_ON_EDGE = 1e-9
 
 
 def _sliding(scene, ij, R, p, Ra, oa, data):
@@ -309,24 +372,125 @@ def _field_normals(scene, j):
 
 def slot_kinds(scene, frames):
     """Per slot of the layout ``frames`` (the slot frames of a step in ``scene``) the kinds of contact
-    it may hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, and :data:`SLIDING` where a ``pb``
-    contact may slide; :mod:`~sparsedyn.contact.scene_derivatives`): a slot of one frame holds the
+    it may hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, and :data:`SLIDING` where a
+    ``pb`` contact may slide; :mod:`~sparsedyn.contact.scene_derivatives`): a slot of one frame holds the
     robot's hits of world shapes, one of two frames those of two robot shapes (a scene pair is a robot
-    shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give (two boxes:
-    ``pb`` or ``ap``, a corner of either; an ellipsoid or a cylinder on a plane, a box or a height
-    field: ``pb`` sliding), and ``pb`` (a free slot's).  The ``kinds`` of
+    shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give (spheres,
+    capsules and boxes: those of the features each may touch with, :func:`_featured`; two boxes also
+    ``pb`` or ``ap`` where their lines are parallel; an ellipsoid or a cylinder on a plane, a box or a
+    height field: ``pb`` sliding), and ``pb`` (a free slot's).  The ``kinds`` of
     :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` for the scene's steps."""
     world, robot = _kind_table(scene)[3]
     return remembered(scene, "slot kinds per layout", frames,
                       lambda: tuple(world if slot_frames(f)[1] is None else robot for f in frames), 64)
 
 
-def told_at_hit(scene, pair) -> bool:
+def told_at_hit(scene, pair, q=None, slots=None) -> bool:
     """Whether some contact of the scene pairs ``pair`` (intp array) has shapes told at its hit, not its
-    pair's own (:func:`slot_shapes` then reads the state: a box's corner on another box, a curved
-    shape's point sliding on a face); a contact set with none has its shapes kept per layout."""
+    pair's own (:func:`slot_shapes` then reads the state: the features of spheres, capsules and boxes
+    touching, a curved shape's point sliding on a face); a contact set with none has its shapes kept
+    per layout.  Given the state ``q`` (nq,) and the contacts' ``slots`` (a
+    :class:`~sparsedyn.contact.friction_problem.ContactSlots`), a contact set whose features are its
+    pairs' own at ``q`` (a sphere or a capsule on a box's face, capsules touching at their ends) is not."""
     table = _kind_table(scene)
-    return table[1] and bool(table[5][pair].any())
+    if not table[1] or not table[5][pair].any():
+        return False
+    if q is None or table[4][pair].any() or (table[0][pair, 0] < 0).any():     # sliding; two boxes
+        return True
+    return not _own_features(scene, q, pair, slots)
+
+
+def _own_features(scene, q, pair, slots):
+    """Whether each contact of the scene pairs ``pair`` in ``slots`` (whose pairs are spheres, capsules and
+    boxes, no two boxes) touches with the features its pair's own kind holds at ``q``: a box's face (where
+    the other shape is round), a capsule's end (where both are); what :func:`_featured` finds then is its
+    pair's own kind with a zero ``K``.  Python's floats: a few contacts' dozens of products, where NumPy's
+    calls would cost more than the derivatives this spares."""
+    needs, shapes = _kind_table(scene)[7]
+    pair = pair.tolist()
+    if not any(needs[k][0] for k in pair):
+        return True
+    Rf, pf = frame_placements(scene.model, q)
+    ends = _slot_ends(scene, slots.frames)
+    index = range(len(pair)) if slots.index is None else np.asarray(slots.index).tolist()
+    for k, at in zip(pair, index):
+        need, (i, j), (ra, rb) = needs[k]
+        if not need:
+            continue
+        d, f = slots.data[at].tolist(), int(ends[0][at])
+        R, o = Rf[f].tolist(), pf[f].tolist()
+        wa = [R[r][0] * d[1] + R[r][1] * d[2] + R[r][2] * d[3] + o[r] for r in range(3)]
+        gap = wa[0] * d[4] + wa[1] * d[5] + wa[2] * d[6] - d[7]
+        for side, shape, move in ((0, i, ra), (1, j, -gap - rb)):
+            if need[side]:
+                c = [wa[r] + move * d[4 + r] for r in range(3)]
+                frame = f if side == 0 else int(ends[1][at])
+                if not _own_feature(scene, q, need[side], shapes[shape], shape, frame, Rf, pf, c):
+                    return False
+    return True
+
+
+def _own_feature(scene, q, need, shape, i, frame, Rf, pf, c):
+    """Whether the point ``c`` (world, a list) of the shape ``i`` (``shape``: its half sizes, tolerance and
+    world placement, None for the robot's, placed from its slot frame ``frame`` at ``(Rf, pf)``) is on a
+    box's face (``need`` 1) or a capsule's end (2)."""
+    half, tol, placed = shape
+    if placed is None:                                           # the robot's: its pose in its frame's, kept
+        R, o = Rf[frame].tolist(), pf[frame].tolist()
+        c = [R[0][r] * (c[0] - o[0]) + R[1][r] * (c[1] - o[1]) + R[2][r] * (c[2] - o[2]) for r in range(3)]
+        placed = remembered(scene, "shape in frame", (i, frame), lambda: _in_frame(scene, q, i, frame))
+    x = _local(placed, c)
+    if need == 2:
+        return x[2] >= half[2] - tol
+    return sum(abs(x[r] - half[r]) <= tol for r in range(3)) <= 1
+
+
+def _local(placed, c):
+    """The absolute coordinates (a list) of the point ``c`` (a list) in the axes ``placed = (R, o)``."""
+    R, o = placed
+    return [abs(R[0][r] * (c[0] - o[0]) + R[1][r] * (c[1] - o[1]) + R[2][r] * (c[2] - o[2])) for r in range(3)]
+
+
+def witnesses_tell(scene, pair) -> bool:
+    """Whether the hits' rows of contacts of the scene pairs ``pair`` (nc,) tell :func:`own_at_witnesses`:
+    none of them a pair of boxes, a sliding point or a feature that needs the bodies' poses (a capsule's
+    end, a robot box as ``b``)."""
+    table = _kind_table(scene)
+    if table[4][pair].any() or (table[0][pair, 0] < 0).any():
+        return False
+    needs, shapes = table[7]
+    return all(need in ((), (1, 0)) or need == (0, 1) and shapes[j][2] is not None
+               for need, (_, j), _ in (needs[k] for k in pair.tolist()))
+
+
+def own_at_witnesses(scene, pair, rows) -> bool:
+    """Whether the contacts of the scene pairs ``pair`` (nc,; :func:`witnesses_tell`) touch with their pairs'
+    own features (a sphere or a capsule on a world box's face, a robot box's face on a round shape: not
+    :func:`told_at_hit` at their state), from their hits' rows (nc, 11) (those of
+    :func:`~sparsedyn.collision_candidates_near`: ``[d, x (3), n (3), w_a in a's body axes (3), n . w_b]``),
+    placing no body."""
+    needs, shapes = _kind_table(scene)[7]
+    for k, r in zip(pair.tolist(), rows.tolist()):
+        need, (i, j), _ = needs[k]
+        if need == (1, 0):                                       # a robot box's face: a's witness in its body
+            half, tol, _ = shapes[i]
+            x = _local((scene.shapes[i].R.tolist(), scene.shapes[i].p.tolist()), r[7:10])
+        elif need == (0, 1):                                     # a world box's face: b's witness
+            half, tol, placed = shapes[j]
+            x = _local(placed, [r[1 + m] - r[0] / 2 * r[4 + m] for m in range(3)])
+        else:
+            continue
+        if sum(abs(x[m] - half[m]) <= tol for m in range(3)) > 1:
+            return False
+    return True
+
+
+def _in_frame(scene, q, i, frame):
+    """The rotation and origin (lists) of the robot shape ``i`` in the axes of the frame ``frame`` of its
+    body (fixed: any ``q`` tells them)."""
+    R, p = placements(scene, q)
+    Rf, pf = frame_placements(scene.model, q)
+    return (Rf[frame].T @ R[i]).tolist(), (Rf[frame].T @ (p[i] - pf[frame])).tolist()
 
 
 def _kind_table(scene):
@@ -338,21 +502,23 @@ def _kind_table(scene):
 
 
 def _pair_kinds(scene):
-    """``(table (P, 12), any_told, (all_pb, round_a), kinds, sliding (P,), told (P,))``: per scene pair
-    ``[kind, r_a, r_b, w_pp, w_pb, w_ap, K (6)]``, the kind of its hits where the shapes fix it (-1 for two
-    boxes: a corner of either, told at the hit), the radii of its round shapes, the kind's one-hot weights
-    and a zero ``K``; whether some pair's shapes are told at the hit (two boxes, or a curved ``a`` that may
-    slide on a face of ``b``), whether every pair is of kind 1 (not two boxes), whether any pair's ``a`` is
-    round;
-    the kinds a slot of one frame and one of two may hold (:func:`slot_kinds`); which pairs slide, which
-    tell their shapes at the hit."""
+    """``(table (P, 13), any_told, (all_pb, round_a), kinds, sliding (P,), told (P,), featured (P,))``: per
+    scene pair ``[kind, r_a, r_b, w_pp, w_pb, w_ap, w_ll, K (6)]``, the kind of its hits where the shapes
+    fix it (-1 for two boxes: a corner of either), the radii of its round shapes, the kind's one-hot
+    weights and a zero ``K``; whether some pair's shapes are told at the hit (a pair of spheres, capsules
+    and boxes with a capsule or a box, whose hits' kinds are their features', or a curved ``a`` that may
+    slide on a face of ``b``), whether every pair is of kind 1 (none told by its features), whether any
+    pair's ``a`` is round; the kinds a slot of one frame and one of two may hold (:func:`slot_kinds`);
+    which pairs slide, which tell their shapes at the hit, which by their features (:func:`_featured`)."""
     P = len(scene.index)
-    kind, ra, rb, sliding = np.ones(P, int), np.zeros(P), np.zeros(P), np.zeros(P, bool)
+    kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
+    sliding, featured, may = np.zeros(P, bool), np.zeros(P, bool), []
     for k, (i, j) in enumerate(scene.index.tolist()):
         a, b = scene.shapes[i], scene.shapes[j]
         ra[k] = a.size[0] if a.kind in ROUND else 0.0
         rb[k] = b.size[0] if b.kind in ROUND else 0.0
         sliding[k] = a.kind in _CURVED and b.kind in _FLAT
+        featured[k] = a.kind in _FEATURED and b.kind in _FEATURED and not a.kind == b.kind == "sphere"
         if a.kind in ROUND and b.kind in ROUND:
             kind[k] = 0
         elif a.kind in ROUND or b.kind == "plane":
@@ -361,13 +527,46 @@ def _pair_kinds(scene):
             kind[k] = 2
         elif a.kind == b.kind == "box":
             kind[k] = -1
+        own = {1, 2} if kind[k] < 0 else {int(kind[k])}
+        if featured[k]:                                          # (a box's corner on an edge: its own kind)
+            own |= {_FEATURE_KINDS[f] for f in product(_FEATURES[a.kind], _FEATURES[b.kind]) if f in _FEATURE_KINDS
+                    and (_FEATURE_KINDS[f] != 0 or ra[k] + rb[k] > 0)}
+        may.append(own | ({SLIDING} if sliding[k] else set()))
     world = np.array([scene.shapes[j].body < 0 for _, j in scene.index.tolist()], bool)
-    kinds = tuple(tuple(sorted({1} | set(kind[of].tolist()) - {-1} | ({2} if (kind[of] < 0).any() else set())
-                               | ({SLIDING} if sliding[of].any() else set())))
-                  for of in (world, ~world))
+    kinds = tuple(tuple(sorted(set().union({1}, *(m for m, w in zip(may, world) if w == side))))
+                  for side in (True, False))
     table = np.concatenate([np.stack([kind, ra, rb], -1), kind[:, None] == _KINDS, np.zeros((P, 6))], 1)
-    return (table, bool((kind < 0).any() or sliding.any()), (bool((kind == 1).all()), bool(ra.any())), kinds,
-            sliding, (kind < 0) | sliding)
+    told = (kind < 0) | sliding | featured
+    return (table, bool(told.any()), (bool((kind == 1).all() and not featured.any()), bool(ra.any())), kinds,
+            sliding, told, featured, _own_needs(scene, kind, ra, rb))
+
+
+def _own_needs(scene, kind, ra, rb):
+    """``(needs, shapes)``: per scene pair (of kind ``kind`` (P,) and radii ``ra``, ``rb`` (P,)) ``(need,
+    (i, j), (r_a, r_b))``, ``need`` per side the feature its own kind holds (0 any, 1 a box's face where
+    the other side is round, 2 a capsule's end where both are: :func:`_own_features`); per shape its half
+    sizes (a box's; a capsule's ``(0, 0, length / 2)``), :func:`_feature`'s tolerance and its placement
+    (lists; None for the robot's)."""
+    shapes = []
+    for shape in scene.shapes:
+        size = np.asarray(shape.size, float)
+        half = size / 2 if shape.kind == "box" else (0.0, 0.0, size[1] / 2) if shape.kind == "capsule" else (0.0,) * 3
+        tol = _ON_EDGE * max(1.0, size.max() if shape.kind == "box" else size[1] if shape.kind == "capsule" else 1.0)
+        shapes.append((list(half), tol, None if shape.body >= 0 else (shape.R.tolist(), shape.p.tolist())))
+    needs = []
+    for k, ij in enumerate(scene.index.tolist()):
+        need = [0, 0]
+        for side, i in enumerate(ij):
+            if scene.shapes[i].kind == "box" and kind[k] == 2 - side:
+                need[side] = 1
+            elif scene.shapes[i].kind == "capsule" and kind[k] == 0:
+                need[side] = 2
+        needs.append((tuple(need) if any(need) else (), tuple(ij), (float(ra[k]), float(rb[k]))))
+    return needs, shapes
+
+
+#: The features a sphere, a capsule and a box may touch with (:func:`_feature`).
+_FEATURES = {"sphere": (0,), "capsule": (0, 1), "box": (0, 1, 2)}
 
 
 def _corner(shape, R, p, x):

@@ -31,7 +31,7 @@ MODE_WEIGHTS = {"open": (1.0, 0.0, 0.0), "stick": (0.0, 1.0, 0.0), "slide": (0.0
 
 class Slotted(NamedTuple):
     """A step in a scene laid out in its slots (batch ``B``, ``ns`` slots): ``frames`` the slots'
-    structure, ``data`` (B, ns, 8) their contact data (the step's), ``shapes`` (B, ns, 11) their radii
+    structure, ``data`` (B, ns, 8) their contact data (the step's), ``shapes`` (B, ns, 12) their radii
     and kinds (:func:`~sparsedyn.contact.scene_geometry.slot_shapes`), ``mu`` (B, ns), ``impulses``
     (B, ns, 3) and ``modes`` (B, ns) of the step in its slots (a free slot open, with zero impulse),
     ``correction`` (B, ns) the normal impulses of its position correction (the step kernel's own), and
@@ -174,7 +174,7 @@ def one_state_slots(scene, q, pair, slots, impulses, codes, correction, in_data)
 
 
 def _slot_plan(scene, q, pair, slots, codes):
-    """``(index, inverse, shapes (1, ns, 11), kinds, names (1, ns), weights (1, ns, 4))`` of the contacts of
+    """``(index, inverse, shapes (1, ns, 12), kinds, names (1, ns), weights (1, ns, 4))`` of the contacts of
     the scene pairs ``pair`` (nc,) laid out in ``slots`` at ``q`` in the modes ``codes`` (nc ints): their
     slots (None where contact ``k`` fills slot ``k`` and every slot holds one,
     :func:`~sparsedyn.contact.scene_geometry.in_order`), the contact in each slot where every slot holds
@@ -198,7 +198,7 @@ def _slot_plan(scene, q, pair, slots, codes):
         for x in (names, weights, shapes):
             x.flags.writeable = False
         return index, inverse, shapes, slot_kinds(scene, slots.frames), names, weights
-    if told_at_hit(scene, pair):                                 # a box's corner, a sliding point: told at q
+    if told_at_hit(scene, pair, q, slots):                       # features, a sliding point: told at q
         return make()
     return remembered(scene, "one state plan", layout_key(slots, pair) + (tuple(codes),), make)
 

@@ -100,7 +100,7 @@ def fused_slotted(scene, q, out, index, found, in_data, tol, slotted):
     ``slotted`` the class.  The slot plan (:func:`_plan`) kept in ``scene.cache``; None where the
     routine cannot be built or a contact tells its shapes at ``q``
     (:func:`~sparsedyn.contact.scene_geometry.told_at_hit`: the caller's road then)."""
-    if type(tol) is not float or told_at_hit(scene, found.pair):
+    if type(tol) is not float or told_at_hit(scene, found.pair, q, found.slots):
         return None
     pair, slots, rep, corr = found.pair, found.slots, out.report, out.correction
     if type(pair) is not np.ndarray or pair.dtype != np.intp:
@@ -118,7 +118,7 @@ def fused_slotted(scene, q, out, index, found, in_data, tol, slotted):
 
 
 def _plan(scene, q, pair, slots, index, in_data, sizes):
-    """``(call, at (ns, 2), par (2,), shapes (1, ns, 11), kinds)`` of the contacts of the scene pairs ``pair``
+    """``(call, at (ns, 2), par (2,), shapes (1, ns, 12), kinds)`` of the contacts of the scene pairs ``pair``
     (nc,) laid out in ``slots``, the kernel's ``sizes`` ``(rows, correction entries, report entries,
     tol)``: the routine's call (:func:`slot_modes_call`), per slot the kernel row and correction entry
     it reads (-1: a free slot) as :func:`~sparsedyn.contact.scene_slotted.one_state_slots` places them,
