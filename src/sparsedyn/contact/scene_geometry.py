@@ -442,6 +442,12 @@ def _own_feature(scene, q, need, shape, i, frame, Rf, pf, c):
     x = _local(placed, c)
     if need == 2:
         return x[2] >= half[2] - tol
+    return _on_a_face(x, half, tol)
+
+
+def _on_a_face(x, half, tol):
+    """Whether the absolute box coordinates ``x`` (a list) lie on one face of the box of half sizes ``half``
+    at most (within ``tol``; inside it, none): not on an edge or a corner."""
     return sum(abs(x[r] - half[r]) <= tol for r in range(3)) <= 1
 
 
@@ -480,7 +486,7 @@ def own_at_witnesses(scene, pair, rows) -> bool:
             x = _local(placed, [r[1 + m] - r[0] / 2 * r[4 + m] for m in range(3)])
         else:
             continue
-        if sum(abs(x[m] - half[m]) <= tol for m in range(3)) > 1:
+        if not _on_a_face(x, half, tol):
             return False
     return True
 
