@@ -54,6 +54,16 @@ def test_transform_ops_match_matrices(rng):
     assert np.isclose(sp.apply_motion(X1, m) @ sp.apply_force(X1, f), m @ f)
 
 
+def test_symmetric_mv_is_the_full_matrix_product(rng):
+    """The six entries ``[xx, yy, zz, xy, xz, yz]`` times a vector: the symmetric matrix's product, on
+    plain lists of numbers too; small integers, so every product and sum is exact."""
+    K = rng.integers(-9, 10, 6).astype(float)
+    u = rng.integers(-9, 10, 3).astype(float)
+    S = np.array([[K[0], K[3], K[4]], [K[3], K[1], K[5]], [K[4], K[5], K[2]]])
+    assert np.array_equal(sp.symmetric_mv(K, u), S @ u)
+    assert np.array_equal(sp.symmetric_mv(K.tolist(), u.tolist()), S @ u)
+
+
 def test_translation_moves_point_velocity():
     # A frame B at r = (1, 0, 0) of A; rotation about z at 1 rad/s moves B's origin at +y.
     X = sp.xlt(np.array([1.0, 0.0, 0.0]))

@@ -6,7 +6,7 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.contact.collision_hfield import _features, _lower_bounds, _reach_down, hfield_pairs
-from sparsedyn.contact.ellipsoid_field import point_ellipsoid
+from sparsedyn.contact.ellipsoid import point_ellipsoid
 from sparsedyn.model.spatial import Transform
 from conftest import rounding_bound
 from test_heightfield import SIZE

@@ -10,7 +10,7 @@ import pytest
 
 import sparsedyn as sd
 from test_friction_derivatives import DT, TOL, lifted
-from test_slot_modes_native import SCENES, TOLD
+from test_slot_modes_native import K_TOLD, SCENES, TOLD
 from sparsedyn.contact import friction_derivatives, fused_derivatives, scene_slotted
 
 
@@ -49,7 +49,7 @@ def test_the_four_calls_are_the_other_roads(name, monkeypatch):
         sd.contact_step_derivatives(model, q, v, tau, scene, DT, **opt)          # (builds, grows the layout)
         for state in (q, lifted(q, 1e-6) if model.nq == 7 else q + 1e-6):        # a second state: the plan kept
             d, took, layout, python = _roads(model, scene, state, v, tau, opt, monkeypatch)
-            fused = opt.get("gravity") is None and name not in TOLD
+            fused = opt.get("gravity") is None and (name not in TOLD or name in K_TOLD)
             assert took == ([fused] if opt.get("gravity") is None else [False])
             _equal(d, layout, name)
             _equal(d, python, name)
@@ -72,3 +72,45 @@ def test_default_options_and_a_warm_start(monkeypatch):
         ref = sd.contact_step_derivatives(model, q, v, tau, scene, DT / 2)
     _equal(half, ref, "dt / 2")
     assert half.step.iterations == ref.step.iterations
+
+
+def _turned_about(q, axis, angle):
+    """The free body's configuration ``q`` turned by ``angle`` about the world ``axis`` through its origin."""
+    from sparsedyn.model.spatial import quat_to_rot, rot_to_quat
+    c, s = np.cos(angle / 2), np.sin(angle / 2)
+    turn = quat_to_rot(np.concatenate([s * axis, [c]]))
+    out = np.array(q, float)
+    out[3:7] = rot_to_quat(turn @ quat_to_rot(out[3:7]))
+    return out
+
+
+@pytest.mark.parametrize("name", list(K_TOLD))
+def test_a_sliding_points_shapes_are_each_states_on_the_fused_road(name, monkeypatch):
+    """A layout whose sliding or turning point's ``K`` is told at each state: the body turned by 0.05 rad
+    about an axis across the hit's normal, then moved along it back to the hit's distance (the same
+    contacts in the same slots, a new ``K``), the fused road's derivatives are the Python road's at each
+    state, bit for bit (the layout's plan kept, its shapes this state's)."""
+    model, scene, q, v, tau, opt = SCENES[name]()
+    opt = dict(opt, tol=TOL)
+    hit = sd.collide(scene, q)
+    n, gap = hit.normals[0], hit.distances[0]
+    turned = _turned_about(q, np.linalg.svd(n[None])[2][1], 0.05)
+    for _ in range(3):                                     # (the distance along n: linear in the shift but for turning)
+        turned[:3] += (gap - sd.collide(scene, turned).distances[0]) * sd.collide(scene, turned).normals[0]
+    shapes, real = [], fused_derivatives.slot_shapes
+
+    def kept(*args):                                       # (the shapes the fused road put in its parameters)
+        shapes.append(real(*args))
+        return shapes[-1]
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step_derivatives(model, q, v, tau, scene, DT, **opt)          # (builds, grows the layout)
+        for state in (q, turned):
+            fused_derivatives.slot_shapes = kept
+            try:
+                d, took, layout, python = _roads(model, scene, state, v, tau, opt, monkeypatch)
+            finally:
+                fused_derivatives.slot_shapes = real
+            assert took == [True]
+            _equal(d, layout, name)
+            _equal(d, python, name)
+    assert len(shapes) == 2 and np.abs(shapes[0][:, 6:] - shapes[1][:, 6:]).max() > 1e-3     # (K moved)

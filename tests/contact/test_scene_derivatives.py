@@ -144,9 +144,10 @@ def _touching(kind, size, world, turn, offset=(0.0, 0.0, 0.0)):
     return model, sd.Scene(model, world=[world], friction=MU), q, np.array([0.3, 0.2, -0.1, 0.05, 0.03, -0.05]), Z, {}
 
 
-#: A world capsule (a log along x) and a box turned 45 degrees about y (a ridge: its top edge along y).
+#: A world capsule (a log along x), a box turned 45 degrees about y (a ridge: its top edge along y) and a ball.
 LOG = sd.Shape("capsule", (0.05, 0.6), placement=(_turn(1, np.pi / 2), [0, 0, 0.3]), name="log")
 RIDGE = sd.Shape("box", (0.2, 0.6, 0.2), placement=(_turn(1, np.pi / 4), [0, 0, 0.3]), name="ridge")
+GLOBE = sd.Shape("sphere", (0.1,), placement=(np.eye(3), [0, 0, 0.3]), name="globe")
 
 
 def _forearm_across_torso():
@@ -176,7 +177,8 @@ CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_ta
          "box edge across ridge": lambda: _touching("box", (0.3, 0.1, 0.1), RIDGE, _turn(2, 0.2) @ _turn(0, np.pi / 4)),
          "ball on ridge's edge": lambda: _touching("sphere", (0.05,), RIDGE, np.eye(3)),
          "box corner on log": lambda: _touching("box", (0.1, 0.1, 0.1), LOG, _turn(0, 0.5) @ _turn(1, 0.6)),
-         "forearm across torso": _forearm_across_torso}
+         "forearm across torso": _forearm_across_torso,
+         "egg on globe": lambda: _touching("ellipsoid", EGG, GLOBE, _turn(0, 0.7) @ _turn(1, 0.4), (0.06, 0.02, 0))}
 
 
 @pytest.fixture
@@ -237,14 +239,14 @@ def test_the_slots_rows_at_q_are_the_steps_own(name):
 #: plane ``pb``; two boxes (the table, a ridge): a corner on a face ``pb`` or ``ap``, two edges ``ll``; a box
 #: (the torso) against a sphere: its face ``ap``, its corner or edge ``pp``; a sphere or a capsule's end
 #: against a capsule's side or a box's edge ``pp``, two capsules' sides or a side and an edge ``ll``; a box's
-#: corner on a capsule's side ``pp``, its face on the capsule's end ``ap``; ``pb`` in every slot (a free
-#: slot's).
+#: corner on a capsule's side ``pp``, its face on the capsule's end ``ap``; an ellipsoid against a sphere ``ap``,
+#: its normal turning (``SLIDING``); ``pb`` in every slot (a free slot's).
 SLOT_KINDS = {"ball": (1,), "hand on torso": (0, 1, 2), "box on table": (1, 2, 3), "box pressed into table": (1, 2, 3),
               "composite arm": (1,), "egg on floor": (1, SLIDING), "egg on ramp": (1, SLIDING),
               "egg on table": (1, SLIDING),
               "wheel on floor": (1, SLIDING), "wheel tilted on ramp": (1, SLIDING),
               "capsule across log": (0, 1, 3), "box edge across ridge": (1, 2, 3), "ball on ridge's edge": (0, 1),
-              "box corner on log": (0, 1, 2, 3), "forearm across torso": (0, 1, 2, 3)}
+              "box corner on log": (0, 1, 2, 3), "forearm across torso": (0, 1, 2, 3), "egg on globe": (1, 2, SLIDING)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

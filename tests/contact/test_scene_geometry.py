@@ -14,7 +14,9 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.contact.collision import placements
-from sparsedyn.contact.scene_geometry import SLIDING, _feature, _featured, _on_face, _sliding, slot_kinds, told_at_hit
+from sparsedyn.contact.ellipsoid import point_ellipsoid
+from sparsedyn.contact.scene_geometry import (SLIDING, _feature, _featured, _on_face, _sliding, _turning, slot_kinds,
+                                              told_at_hit)
 from sparsedyn.model.spatial import Transform
 from test_scene import SIDE, box_model
 
@@ -110,6 +112,34 @@ def test_a_round_ellipsoids_point_slides_as_a_spheres():
     u = Ra.T @ n
     K = _symmetric(_sliding(scene, (0, 1), R, p, Ra, oa, data))
     assert np.abs(K + r * (np.eye(3) - np.outer(u, u))).max() <= 4 * np.finfo(float).eps * r
+
+
+def test_an_ellipsoids_normal_turns_as_a_spheres_centre_moves():
+    """Against a sphere, ``K`` is the derivative of the normal (from the sphere's centre towards the
+    ellipsoid's closest point, the frame's axes) in the centre (the frame's axes): against central
+    differences of the closest point's normal (``point_ellipsoid``) at steps h and h / 2, within twice
+    their difference (the truncation, h^2 times the third derivative, falls by 4) and their rounding
+    (eps / h); ``K`` is symmetric and ``K n = 0``."""
+    q = np.r_[Q[:3], Q[3:] / np.linalg.norm(Q[3:])]
+    scene = sd.Scene(_egg_model(), world=[sd.Shape("sphere", (0.05,), placement=(np.eye(3), [0.1, -0.1, 0.2]))],
+                     margin=1.0)
+    hits = sd.collide(scene, q)
+    (n,), (wa,), (wb,) = hits.normals, hits.witness_a, hits.witness_b
+    R, p = placements(scene, q)
+    Rf, pf = sd.frame_placements(scene.model, q)
+    data = np.concatenate([[0.5], Rf[0].T @ (wa - pf[0]), n, [n @ wb]])
+    K = _symmetric(_turning(scene, (0, 1), R, p, Rf[0], pf[0], data, 0.05))
+    centre = np.array([0.1, -0.1, 0.2])
+
+    def normal(dy):                                              # the normal in the frame's axes, centre moved dy
+        return Rf[0].T @ point_ellipsoid((centre + Rf[0] @ dy)[None], R[0], p[0], scene.shapes[0].size)[3][0]
+
+    u = Rf[0].T @ n
+    assert np.abs(normal(np.zeros(3)) - u).max() <= 1e-12
+    for e in np.eye(3):
+        d1, d2 = ((normal(h * e) - normal(-h * e)) / (2 * h) for h in (1e-5, 5e-6))
+        assert np.abs(K @ e - d2).max() <= 2 * np.abs(d1 - d2).max() + 64 * np.finfo(float).eps / 5e-6
+    assert np.abs(K @ u).max() <= 64 * np.finfo(float).eps * np.abs(K).max() and np.array_equal(K, K.T)
 
 
 #: A saddle-free twisted field: heights ``0.2 + 0.4 X Y`` (``X``, ``Y`` = ``(x + 1) / 2``, ``(y + 1) / 2``), top 0.3 m.

@@ -15,6 +15,7 @@ import numpy as np
 
 from .box_pairs import capsule_box, covered_ends
 from .collision_coal import SAME_DEPTH
+from .ellipsoid import ellipsoid_sphere
 from .reduction import mesh_plane_reduced
 
 __all__ = ["sphere_sphere", "sphere_capsule", "capsule_capsule", "sphere_box", "sphere_plane", "capsule_plane",
@@ -550,6 +551,7 @@ CLOSEST = {
                              sphere_cylinder(pa, sa[:, 0], Rb, pb, sb[:, 1] / 2, sb[:, 0]), 1),
     # (coal measures an ellipsoid against a half-space by GJK, to its tolerance)
     ("ellipsoid", "plane"): (lambda Ra, pa, sa, Rb, pb, sb: ellipsoid_plane(Ra, pa, sa, _axis(Rb), pb), 1),
+    ("ellipsoid", "sphere"): (lambda Ra, pa, sa, Rb, pb, sb: ellipsoid_sphere(Ra, pa, sa, pb, sb[:, 0]), 1),
 }
 
 

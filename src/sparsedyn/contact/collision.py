@@ -512,7 +512,8 @@ def _hits(scene, blocks, cutoff=None, distinct=()):
 
 def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
     """Hits of pairs ``ks`` from coal: two convex shapes, ``distance`` (signed: GJK, then EPA where
-    they overlap) for the closest pair (two boxes, a capsule and a box, a sphere and a cylinder: closed forms, :data:`CLOSEST`), and for a box
+    they overlap) for the closest pair (two boxes, a capsule and a box, a sphere and a cylinder or an ellipsoid:
+    closed forms, :data:`CLOSEST`), and for a box
     the closed-form hits of the features that rest on a face (:data:`FEATURES`).  A mesh is its convex hull
     (:func:`~sparsedyn.contact.collision_coal.convex_geometry`), as on a plane or a world box, and as MuJoCo
     collides a mesh: two meshes' triangle

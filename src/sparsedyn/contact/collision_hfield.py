@@ -12,7 +12,8 @@ from .closed_forms import (_EDGE_AXIS, _EDGE_START, PARALLEL_EDGES, _segments, s
                            sphere_cylinder, sphere_sphere)
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
 from .collision_near import NEAR_COLUMNS, hit_rows
-from .ellipsoid_field import ellipsoid_faces, point_ellipsoid, segment_ellipsoid
+from .ellipsoid import point_ellipsoid
+from .ellipsoid_field import ellipsoid_faces, segment_ellipsoid
 from .heightfield import cylinder_faces, hfield_grid, hfield_triangles, points_on_hfield, segment_rims
 from .heightfield_c import field_grid, points_on_hfield_c
 

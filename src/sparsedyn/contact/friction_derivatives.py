@@ -76,6 +76,7 @@ from .scene import Scene
 from .scene_derivatives import mode_system, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
 from .derivative_blocks_native import scene_blocks_call
+from .derivative_replay import pieces_kernel
 from .fused_derivatives import fused_derivatives
 from .state_derivatives_native import native_state_derivatives, native_states_derivatives
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
@@ -237,11 +238,10 @@ def _scene_result(model, kernels, q, v, step, slotted, dt, gravity, scene=None):
 
 
 def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=None):
-    """:func:`_scene_result` of one state on the native road: the ready native callable of the pieces
-    and the hand-written routine of the rest (:func:`_one_state`; with ``scene``, its one-state call
-    writing the six blocks, kept per slot layout,
-    :func:`~sparsedyn.contact.derivative_blocks_native.scene_blocks_call`), whose return says the result
-    is finite; None off that road (the NumPy backend, a kernel not built)."""
+    """:func:`_scene_result` of one state on the native road: the pieces' built kernel for the slots and the
+    hand-written routine of the rest (:func:`_one_state`; with ``scene``, its one-state call writing the six
+    blocks, kept per slot layout, :func:`~sparsedyn.contact.derivative_blocks_native.scene_blocks_call`),
+    whose return says the result is finite; None off that road (the NumPy backend, a kernel not built)."""
     f = (native_calls(kernels) or _NONE).get(_PARTIALS) if use_backend.current() != "numpy" else None
     if f is None:
         return None
@@ -252,10 +252,11 @@ def _one_state_result(model, kernels, q, v, step, slotted, dt, gravity, scene=No
     w, corr = weights[0], slotted.correction[0]
     call = None if scene is None else scene_blocks_call(scene, nv, len(slotted.frames), dt)
     one = type(q) is np.ndarray and q.shape == (model.nq,) and type(v) is np.ndarray and v.shape == (nv,)
-    pieces = f(q if one and q.dtype == float else np.asarray(q, float).reshape(model.nq),
-               v if one and v.dtype == float else np.asarray(v, float).reshape(nv), step.v.reshape(nv),
-               slotted.impulses[0], corr, w, slotted.data[0], slotted.shapes[0], g, call[2] if call else
-               np.array([float(dt)]), slotted.frames, slotted.kinds)
+    pieces = pieces_kernel(f, slotted.frames, slotted.kinds)(   # (the slots' built kernel: no lookup, no checks)
+        q if one and q.dtype == float else np.asarray(q, float).reshape(model.nq),
+        v if one and v.dtype == float else np.asarray(v, float).reshape(nv), step.v.reshape(nv),
+        slotted.impulses[0], corr, w, slotted.data[0], slotted.shapes[0], g, call[2] if call else
+        np.array([float(dt)]))
     got = None if call is None else call[0](pieces[0], pieces[1], w, corr, call[1])
     if got is not None and got[6][0] >= 0:                      # the six blocks (nv, nv) and the return code
         finite = got[6][0] == 0

@@ -9,7 +9,8 @@ contacts out in the derivatives' slots with their modes (the routine of
 (:mod:`~sparsedyn.contact.derivative_blocks_native`) (:mod:`~sparsedyn.contact.partials_blocks_native`;
 separate calls where the pieces' kernel is not a compiled one-state kernel).  What depends on the layout
 alone (the routines' calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
-``scene.cache`` per layout, so that a step's derivatives are the two calls and no
+``scene.cache`` per layout (a sliding or turning point's ``K``, told at each state, put in the calls'
+parameters), so that a step's derivatives are the two calls and no
 :class:`~sparsedyn.contact.scene_slotted.Slotted`, mode name or option dict between them: the same
 routines on the same values as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and
 :func:`~sparsedyn.contact.friction_derivatives._scene_result`, so the same results bit for bit (the
@@ -37,7 +38,7 @@ from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
 from .partials_blocks_native import folded_call, partials_blocks_call
-from .scene_geometry import own_at_witnesses, told_at_hit, witnesses_tell
+from .scene_geometry import own_at_witnesses, slot_shapes, told_at_hit, witnesses_tell
 from .scene_slotted import Slotted, one_state_slots
 from .slot_modes_native import SOURCE as SLOT_MODES
 from .slot_modes_native import _plan, fused_slotted
@@ -113,9 +114,12 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     if plan is not None:
         sizes = (len(out[2]), out[5].size, out[4].size, model.nq)
         pieces = _pieces_blocks(scene, model, plan, pieces_kernel(plan[5], slots.frames, plan[4]), sizes)
-        d = _four_calls(model, q, v, out, plan, pieces, slots.data, step, result)
+        told = told_at_hit(scene, found.pair, q, slots)
+        if told:                                   # a sliding or turning point's K: this state's (never replayed)
+            pieces = _with_shapes(pieces, slot_shapes(scene, q, found.pair, slots))
+        d = None if pieces is None else _four_calls(model, q, v, out, plan, pieces, slots.data, step, result)
         if d is not None:
-            if got is not None:                    # (the step's own call: its layout met again is replayed)
+            if got is not None and not told:       # (the step's own call: its layout met again is replayed)
                 remember(scene, road[2], tol, got, plan, slots, in_data, lambda make, got: _own_features_first(
                     scene, road[4][3], found.pair, _replay_call(plan, pieces, make, got, model.nq)))
             return step, found, None, d
@@ -139,6 +143,17 @@ def _four_calls(model, q, v, out, plan, pieces, data, step, result):
         w, lam, c = plan[0](out[2], out[3], out[4], out[5].reshape(-1), plan[1], data, plan[2])
         got = pieces[0](q, v, out[1], lam, c, w, data, model.gravity, pieces[1])
     return _blocks(got, step, result)
+
+
+def _with_shapes(pieces, shapes):
+    """:func:`_pieces_blocks`'s ``pieces`` with the slots' ``shapes`` (ns, 12) of this state in the tails of
+    their parameters (those of the layout's first state there); None where the pieces are two calls."""
+    g, par, f, fpar = pieces
+    if par is None:
+        return None
+    tail = shapes.reshape(-1)
+    return g, np.concatenate([par[:-len(tail)], tail]), f, None if fpar is None else \
+        np.concatenate([fpar[:-len(tail)], tail])
 
 
 def _blocks(got, step, result):
@@ -222,8 +237,7 @@ def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
     pieces' native callable, :func:`~sparsedyn.contact.derivative_blocks_native.scene_blocks_call`), kept
     in ``scene.cache`` per layout (the last one's key compared first: a trajectory's steps keep their
     layout; the model's native callables stay once built); None where a piece is not there (a kernel not
-    built, shapes told at the hit (two boxes, a sphere on a box's edge, an ellipsoid on a face): the caller's
-    road)."""
+    built, kinds told at the hit (two boxes, a sphere on a box's edge): the caller's road)."""
     pair, slots, corr = found.pair, found.slots, out[5]
     if type(pair) is not np.ndarray or pair.dtype != np.intp:
         pair = np.asarray(pair, np.intp)
@@ -231,7 +245,7 @@ def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):
     key = (slots.frames, pair.tobytes(), None if at is None else np.asarray(at).tobytes(),
            None if index is None else np.asarray(index).tobytes(), in_data, len(out[2]), corr.size,
            out[4].size, tol, dt)
-    if told_at_hit(scene, pair, q, slots):                       # (at this state: before the last layout's plan)
+    if told_at_hit(scene, pair, q, slots, kinds=True):          # (at this state: before the last layout's plan)
         return None
     last = scene.cache.get(_LAST)
     if last is not None and last[1] == key:
@@ -293,9 +307,9 @@ def _folded(pb, plan, sizes):
     g, gpar = pb
     ns, nv = len(at), int(gpar[0])
 
-    def two_calls(q, v, v_next, lam, u, rep, corr, at, data, gravity, _):
-        w, lam_s, corr_s = call(lam, u, rep, corr, at, data, spar)
-        return g(q, v, v_next, lam_s, corr_s, w, data, gravity, gpar)
+    def two_calls(q, v, v_next, lam, u, rep, corr, at, data, gravity, par):
+        w, lam_s, corr_s = call(lam, u, rep, corr, at, data, spar)    # (the pieces' par from par: its shapes)
+        return g(q, v, v_next, lam_s, corr_s, w, data, gravity, np.concatenate([par[:6], par[6 + len(spar):]]))
     ins = ((nq,), (nv,), (nv,), (nk, 3), (nk, 3), (nrep,), (nr,), (ns, 2), (ns, 8), (3,))
     return folded_call(gpar, spar, ins, False, two_calls)
 

@@ -3,8 +3,8 @@
 A robot's collision meshes are their convex hulls (:func:`~sparsedyn.contact.collision_coal.convex_geometry`);
 two of them (self-collision), or a hull and a sphere, capsule, cylinder or another robot's or the world's
 hull, have no closed form in the collision kernel: each such pair's one hit is coal's closest pair (GJK,
-then EPA where they overlap), as :func:`~sparsedyn.collide` finds it; a sphere and a cylinder's, and an
-ellipsoid and a plane's, are closed forms (:data:`~sparsedyn.contact.closed_forms.CLOSEST`), collide's too.
+then EPA where they overlap), as :func:`~sparsedyn.collide` finds it; a sphere and a cylinder's or an
+ellipsoid's, and an ellipsoid and a plane's, are closed forms (:data:`~sparsedyn.contact.closed_forms.CLOSEST`), collide's too.
 :func:`hull_rows` gives these hits in the columns of :func:`~sparsedyn.collision_candidates_near` (one
 row a pair), so that a scene with such pairs (a mesh robot with self-collision, a world mesh or ball)
 lays out its contacts beside the kernel's candidates with no Contact object per hit
@@ -35,7 +35,7 @@ def hull_pairs(scene, ks) -> np.ndarray:
     """The scene pairs of ``ks`` (sorted, (K,)) whose one hit is the closest pair of two convex shapes:
     coal's (neither shape a plane, a height field or a flat mesh, which collides as triangles; not a
     mesh and a world box, the hull's patch on the box; the kinds no closed form's), or a closed form's
-    with no features beside it (a sphere and a cylinder, an ellipsoid and a plane:
+    with no features beside it (a sphere and a cylinder or an ellipsoid, an ellipsoid and a plane:
     :data:`~sparsedyn.contact.closed_forms.CLOSEST`, less :data:`~sparsedyn.contact.closed_forms.FEATURES`)."""
     shapes, out = scene.shapes, []
     for k, (i, j) in zip(np.asarray(ks, int).tolist(), scene.index[np.asarray(ks, int)].tolist()):

@@ -75,7 +75,8 @@ def partials_blocks_call(pieces, shapes, nq, nv, ns, dt, blocks, blocks_par, dt_
     its ``entry``, the address of its one-state entry) makes of the step's arrays and the slots'
     ``shapes`` (ns, 12), for ``nq`` coordinates, ``nv`` joint velocities, ``ns`` slots and the time step
     ``dt``; in one native
-    call through the compiled kernels' fast path, whose fallback is the two calls (``pieces``, then
+    call through the compiled kernels' fast path, whose fallback is the two calls (``pieces`` on the shapes
+    in the ``par`` it is given, then
     ``blocks`` with ``blocks_par``, :func:`~sparsedyn.contact.derivative_blocks_native.blocks_call`'s, and
     ``dt_array`` the pieces' ``dt`` (1,)).  None where the fast path or the library is not there or
     ``pieces`` has no entry."""
@@ -90,7 +91,7 @@ def partials_blocks_call(pieces, shapes, nq, nv, ns, dt, blocks, blocks_par, dt_
     par.flags.writeable = False
 
     def two_calls(q, v, v_next, impulses, correction, modes, data, gravity, par):
-        p = pieces(q, v, v_next, impulses, correction, modes, data, shapes, gravity, dt_array)
+        p = pieces(q, v, v_next, impulses, correction, modes, data, par[6:].reshape(ns, -1), gravity, dt_array)
         return blocks(p[0], p[1], modes, correction, blocks_par)
     ins = ((nq,), (nv,), (nv,), (ns, 3), (ns,), (ns, 4), (ns, 8), (3,), (len(par),))
     return fast(ctypes.cast(f, ctypes.c_void_p).value, ins, ((nv, nv),) * 6 + ((1,),), two_calls), par

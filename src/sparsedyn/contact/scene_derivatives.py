@@ -32,17 +32,21 @@ with ``x_a = o_a + R_a c_a``, ``x_b = o_b + R_b c_b`` but where they slide: in `
 (c_a + K R_a^T n)``, ``K`` how a curved shape's point on a face (an ellipsoid's, a cylinder's rim)
 slides over its surface as the normal turns in its axes (the derivative of its support point; zero at
 the normal found, ``K R_a^T n = 0``, so the geometry at ``q`` is the hit's; left out of the slots whose
-kinds do not hold :data:`~sparsedyn.contact.scene_geometry.SLIDING`); in ``pp``, a centre on a line (a
+kinds do not hold :data:`~sparsedyn.contact.scene_geometry.SLIDING`); in ``ap``, ``n = R_a (n_a + K R_a^T
+(x_b - o_a))`` where a's normal turns as b's centre moves over a curved surface (an ellipsoid's against a
+sphere: ``K`` the derivative of the closest point's normal, ``n_a`` the hit's less ``K`` at b's centre, so the
+geometry at ``q`` is the hit's); in ``pp``, a centre on a line (a
 capsule's side against a sphere, a capsule's end or a box's vertex, a box's edge against a sphere or a
 capsule's end) is the line's point nearest the other centre (``e`` zero for a point); in ``ll``, ``x_a``
 is a's line's point nearest b's line.  The rows are those of ``a``'s point at ``x`` relative to ``b``'s
 point there, in the contact frame of ``n`` (:func:`~sparsedyn.contact.friction_problem.plane_basis`).
 Points (a sphere, a capsule's end, a box's or a mesh's vertex) on a plane or a face, a sphere or a
 capsule's end against a sphere, a capsule's side or a box's edge, a box's vertex against a sphere or a
-capsule's side, lines (a capsule's side, a box's edge) crossing, and an ellipsoid or a cylinder's rim on
-a plane or a face move so exactly; a mesh's or a field's edge, a mesh's vertex against a sphere or a
-capsule, and an ellipsoid's or a cylinder's point against an edge, a vertex or a sphere are held at the
-point found at ``q`` (their contact point slides on the shape as it turns), as are two parallel lines (a
+capsule's side, lines (a capsule's side, a box's edge) crossing, an ellipsoid or a cylinder's rim on
+a plane or a face, and an ellipsoid against a sphere move so exactly; a mesh's or a field's edge, a mesh's
+vertex against a sphere or a capsule, an ellipsoid's or a cylinder's point against an edge or a vertex, a
+cylinder's against a sphere and a sphere's against an ellipsoid (``b`` curved) are held at the point found
+at ``q`` (their contact point slides on the shape as it turns), as are two parallel lines (a
 capsule lying on a face or along another: its witness point is one of many).  A free slot has the
 geometry of a vertex on a plane below it (its rows finite; it is open).
 """
@@ -60,7 +64,7 @@ from ..algorithms.derivatives import derivative_program
 from ..algorithms.kinematics import frame_world_transform, joint_transforms, world_transforms
 from ..algorithms.minv import minv
 from ..kernels import Kernel, kernel
-from ..model.spatial import cross3, mtv, mv, pose
+from ..model.spatial import cross3, mtv, mv, pose, symmetric_mv
 from ..symbolic.ad import inline
 from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
@@ -124,15 +128,14 @@ def _pb(g, Ra, Rb, xa, xb, sliding):
     """``(n, gap, x)`` of a's sphere or vertex on a plane fixed in b (``pb``), a's point sliding by ``K``."""
     n = Rb @ g[8:11]
     if sliding:                                                  # (K is zero but on a sliding pb hit)
-        u, K = Ra.T @ n, g[15:21]
-        xa = xa + Ra @ np.stack([K[0] * u[0] + K[3] * u[1] + K[4] * u[2], K[3] * u[0] + K[1] * u[1] + K[5] * u[2],
-                                 K[4] * u[0] + K[5] * u[1] + K[2] * u[2]])
+        xa = xa + Ra @ symmetric_mv(g[15:21], Ra.T @ n)
     return n, n @ (xa - xb) - g[3], xa - g[3] * n
 
 
 def _ap(g, Ra, Rb, xa, xb, sliding):
-    """``(n, gap, x)`` of a plane fixed in a against b's sphere or vertex (``ap``)."""
-    n = Ra @ g[8:11]
+    """``(n, gap, x)`` of a plane fixed in a against b's sphere or vertex (``ap``), its normal turning by ``K``
+    as b's centre moves in a's axes (an ellipsoid's against a sphere)."""
+    n = Ra @ (g[8:11] + symmetric_mv(g[15:21], Ra.T @ (xb - xa) + g[0:3])) if sliding else Ra @ g[8:11]
     gap = n @ (xa - xb) - g[7]
     return n, gap, xb + (g[7] + gap) * n
 
@@ -429,7 +432,7 @@ def _kinds_of(kinds, ns):
     if out is None or len(out) != ns or not all(set(x) - {SLIDING} and set(x) <= {*KINDS, SLIDING} for x in out):
         raise ValueError(f"scene_step_partials: kinds must be empty or, per slot ({ns}), a non-empty sequence of "
                          f"the kinds of contact {KINDS} (0 pp, 1 pb, 2 ap, 3 ll) and {SLIDING} where a pb contact "
-                         f"may slide, got {kinds!r}")
+                         f"may slide or an ap normal turn, got {kinds!r}")
     return None if all(x == KINDS + (SLIDING,) for x in out) else out
 
 
@@ -475,7 +478,8 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     and that of ``J dv_c``, ``C_c`` (3 ns, nv) (on the normal rows, those the correction holds; zero on the
     tangential ones).  Packed as :class:`~sparsedyn.SlotPartials` says.
     ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, and 4
-    where a ``pb`` contact may slide, its ``K`` not zero; a free slot is ``pb``), every one where empty (the
+    where a ``pb`` contact may slide or an ``ap`` normal turn, its ``K`` not zero; a free slot is ``pb``), every
+    one where empty (the
     default); the program leaves out the terms of the others, so
     each slot's weights must be of one of them (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`:
     those of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows'

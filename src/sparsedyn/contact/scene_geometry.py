@@ -15,8 +15,9 @@ from itertools import product
 import numpy as np
 
 from ..algorithms.kinematics import frame_placements, frame_world_transform, joint_transforms, world_transforms
-from ..model.spatial import pose
+from ..model.spatial import pose, symmetric_mv
 from .collision import placements
+from .ellipsoid import ellipsoid_support, normal_turning
 from .heightfield import hfield_triangles, triangle_normals
 from .friction_problem import slot_frames
 from .scene_base import remembered
@@ -30,19 +31,18 @@ GEOMETRY = 21
 #: The kinds of shapes whose contacts are a sphere's (a center fixed in the body, a radius).
 ROUND = ("sphere", "capsule")
 
-#: The kinds of a contact's geometry, against which its one-hot columns are set.
-_KINDS = np.arange(4)
-
 #: The kinds of contact, 0 ``pp``, 1 ``pb``, 2 ``ap`` and 3 ``ll`` (the module docstring of
-#: :mod:`~sparsedyn.contact.scene_derivatives`), each of which a slot may hold unless told otherwise.
-KINDS = (0, 1, 2, 3)
+#: :mod:`~sparsedyn.contact.scene_derivatives`), each of which a slot may hold unless told otherwise; as an
+#: array, against which a contact's one-hot columns are set.
+KINDS, _KINDS = (0, 1, 2, 3), np.arange(4)
 
 #: The mark, among a slot's kinds, of a slot whose ``pb`` contact may slide over a's curved surface (an
-#: ellipsoid or a cylinder's rim on a face): its geometry's ``K`` is used.
+#: ellipsoid or a cylinder's rim on a face) or whose ``ap`` normal may turn over it (an ellipsoid against a
+#: sphere): its geometry's ``K`` is used.
 SLIDING = 4
 
-#: The kinds of ``a`` whose contact on a face slides over their curved surface as they turn (a sphere's and a
-#: capsule's: their centre and radius), and those of ``b`` flat at a face's hit.
+#: The kinds of ``a`` whose contact on a face slides over their curved surface as they turn, and those of
+#: ``b`` flat at a face's hit.
 _CURVED, _FLAT = ("ellipsoid", "cylinder"), ("plane", "box", "hfield")
 
 #: The kinds of shapes whose hits are told by their features at the hit (a point, a line or a face each:
@@ -103,13 +103,15 @@ def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
         p, n = d[1:4], d[4:7]
         wa = Ra @ p + oa
         cb = wa - (n @ wa + s[1] - d[7]) * n                     # b's centre (its witness point for a vertex)
-        na = Ra.T @ n
+        na = nt = Ra.T @ n
+        if 2 in kind and (kinds is None or SLIDING in kinds[i]):  # an ap normal turning: less K at b's centre
+            nt = na - s[4] * symmetric_mv(s[6:SHAPES], Ra.T @ (cb - oa))
         if kb is None:
             nb = n
         else:
             Rb, ob = poses[kb]
             cb, nb = Rb.T @ (cb - ob), Rb.T @ n
-        normal = nb if kind == (1,) else na if 1 not in kind else s[3] * nb + (1.0 - s[3]) * na
+        normal = nb if kind == (1,) else nt if 1 not in kind else s[3] * nb + (1.0 - s[3]) * nt
         out.append(np.concatenate([p + s[0] * na, s[0:1], cb, s[1:2], normal, s[2:SHAPES]]))
     return np.stack(out)
 
@@ -183,8 +185,12 @@ def _contact_geometry(Rf, pf, a, b, data, kind, shapes, in_world, all_pb, round_
         Rb[world], ob[world] = np.eye(3), 0.0
         out[:, 4:7] = np.einsum("kji,kj->ki", Rb, cb - ob)
         nb = np.einsum("kji,kj->ki", Rb, n)
+    turning = np.flatnonzero((kind == 2) & shapes[:, 6:].any(1))  # an ap normal turning: less K at b's centre
+    for k, y in zip(turning.tolist(), np.einsum("kji,kj->ki", Ra[turning], (cb - pf[a])[turning])):
+        na[k] -= symmetric_mv(shapes[k, 6:], y)
     out[:, 8:11] = nb if all_pb else np.where((kind == 1)[:, None], nb, na)
     return out
+
 
 
 def in_order(slots, nc):
@@ -214,7 +220,8 @@ def _kinds(scene, q, pair, a, b, Rf, pf, data):
     (nc, 8) (the witness point of a in its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1
     (``pb``), 2 (``ap``) or 3 (``ll``) of :mod:`~sparsedyn.contact.scene_derivatives`, and the shapes
     of :func:`slot_shapes` (radii, 0 for a vertex; the kinds' one-hot weights; a curved shape's ``K``
-    on a face, :func:`_sliding`; the lines of a ``pp`` or ``ll`` hit, :func:`_featured`); whether every
+    on a face, :func:`_sliding`, or turning normal against a sphere, :func:`_turning`; the lines of a
+    ``pp`` or ``ll`` hit, :func:`_featured`); whether every
     pair of the scene is of kind 1, whether any has a round ``a``."""
     table = _kind_table(scene)
     rows = table[0][pair]                                        # (a copy: what the hit tells is set below)
@@ -228,9 +235,10 @@ def _kinds(scene, q, pair, a, b, Rf, pf, data):
             kind[k], rows[k, 7:] = _featured(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], Rb, data[k],
                                              rows[k, :3])
         rows[told, 3:7] = kind[told, None] == _KINDS
-        for k in slide.tolist():
-            rows[k, 7:] = _sliding(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], data[k])
-    return kind, rows[:, 1:], table[2]
+        for k in slide.tolist():                                 # (a sphere b: an ellipsoid's normal turning)
+            f = _turning if scene.shapes[scene.index[pair[k], 1]].kind == "sphere" else _sliding
+            rows[k, 7:] = f(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], data[k], rows[k, 2])
+    return kind, np.ascontiguousarray(rows[:, 1:]), table[2]    # (contiguous: the compiled kernels' fast path)
 
 
 def _featured(scene, ij, R, p, Ra, oa, Rb, data, pair_row):
@@ -289,11 +297,11 @@ def _feature(shape, R, p, c):
 _ON_EDGE = 1e-9
 
 
-def _sliding(scene, ij, R, p, Ra, oa, data):
-    """``K`` (6,) ``[K_xx, K_yy, K_zz, K_xy, K_xz, K_yz]`` of the hit ``data`` (a slot's, of frame ``a``
-    placed at ``(Ra, oa)``) of the shape ``ij[0]`` (an ellipsoid or a cylinder) on the shape ``ij[1]``
-    (shapes placed at ``(R, p)``): where the hit is on a face of the shape and is a's support point along
-    ``-n`` (:func:`_support`), that point's derivative in the normal, both in a's axes; zero elsewhere (an
+def _sliding(scene, ij, R, p, Ra, oa, data, rb=0.0):
+    """``K`` (6,) ``[K_xx, K_yy, K_zz, K_xy, K_xz, K_yz]`` of the hit ``data`` (a slot's, of frame ``a`` placed at
+    ``(Ra, oa)``) of the shape ``ij[0]`` (an ellipsoid or a cylinder) on the shape ``ij[1]`` (shapes placed at
+    ``(R, p)``; ``rb`` unused, :func:`_turning`'s): where the hit is on a face of the shape and is a's support point
+    along ``-n`` (:func:`_support`), that point's derivative in the normal, both in a's axes; zero elsewhere (an
     edge or a point of the shape, a cylinder's other rim points or its flat face: its point held)."""
     i, j = ij
     n = data[4:7]
@@ -304,8 +312,19 @@ def _sliding(scene, ij, R, p, Ra, oa, data):
     x, D = _support(shape.kind, np.asarray(shape.size, float), -R[i].T @ n, R[i].T @ (wa - p[i]))
     if D is None or np.abs(x - R[i].T @ (wa - p[i])).max() > _SUPPORT_OFF * max(shape.size):
         return 0.0
-    A = Ra.T @ R[i]
-    K = -A @ D @ A.T                                             # (the support along -n: d/dn = -d/dm)
+    B = Ra.T @ R[i]
+    return (-B @ D @ B.T)[[0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2]]  # (the support along -n: d/dn = -d/dm)
+
+
+def _turning(scene, ij, R, p, Ra, oa, data, rb):
+    """``K`` (6,) of the hit ``data`` (a slot's, of frame ``a`` placed at ``(Ra, oa)``) of the ellipsoid
+    ``ij[0]`` against the sphere ``ij[1]`` of radius ``rb`` (shapes placed at ``(R, p)``): how the normal
+    (from the sphere, in a's axes) turns as the sphere's centre moves in a's axes, ``-B A B^T`` (``A`` of
+    :func:`~sparsedyn.contact.ellipsoid.normal_turning` at the hit, ``B`` the ellipsoid's axes in a's)."""
+    i, n = ij[0], data[4:7]
+    t = n @ (Ra @ data[1:4] + oa) - data[7] + rb                # (the sphere's centre from the surface)
+    B = Ra.T @ R[i]
+    K = -B @ normal_turning(np.asarray(scene.shapes[i].size, float), -R[i].T @ n, t) @ B.T
     return K[[0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2]]
 
 
@@ -326,14 +345,11 @@ _SUPPORT_OFF = 1e-4
 def _support(kind, size, m, x):
     """``(s, D)``: the support point ``s`` (3,) along ``m`` (3,) of an ellipsoid (semi-axes ``size``) or a
     cylinder (``(radius, length)`` along z: the rim of the cap on the side of the point ``x``) about its
-    centre, its axes, and its derivative ``D = ds/dm`` (3, 3) on the sphere of directions: the
-    ellipsoid's ``(E^2 - E^2 m m^T E^2 / |E m|^2) / |E m|`` (``E`` the semi-axes), the rim's ``r (P -
-    u u^T) / |P m|`` (``P`` the projection on the rim's plane, ``u = P m / |P m|``); ``D`` None for a
-    cylinder standing on its face."""
+    centre, its axes, and its derivative ``D = ds/dm`` (3, 3) on the sphere of directions: the ellipsoid's
+    :func:`~sparsedyn.contact.ellipsoid.ellipsoid_support`, the rim's ``r (P - u u^T) / |P m|`` (``P`` the
+    projection on the rim's plane, ``u = P m / |P m|``); ``D`` None for a cylinder standing on its face."""
     if kind == "ellipsoid":
-        Em = size ** 2 * m
-        h = np.sqrt(m @ Em)
-        return Em / h, (np.diag(size ** 2) - np.outer(Em, Em) / h ** 2) / h
+        return ellipsoid_support(size, m)
     Pm = np.array([m[0], m[1], 0.0])
     L = np.linalg.norm(Pm)
     if L < _TILTED * np.linalg.norm(m):
@@ -371,31 +387,32 @@ def _field_normals(scene, j):
 
 
 def slot_kinds(scene, frames):
-    """Per slot of the layout ``frames`` (the slot frames of a step in ``scene``) the kinds of contact
-    it may hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, and :data:`SLIDING` where a
-    ``pb`` contact may slide; :mod:`~sparsedyn.contact.scene_derivatives`): a slot of one frame holds the
-    robot's hits of world shapes, one of two frames those of two robot shapes (a scene pair is a robot
-    shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give (spheres,
-    capsules and boxes: those of the features each may touch with, :func:`_featured`; two boxes also
-    ``pb`` or ``ap`` where their lines are parallel; an ellipsoid or a cylinder on a plane, a box or a
-    height field: ``pb`` sliding), and ``pb`` (a free slot's).  The ``kinds`` of
+    """Per slot of the layout ``frames`` (the slot frames of a step in ``scene``) the kinds of contact it may
+    hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, and :data:`SLIDING` where a ``pb`` contact
+    may slide or an ``ap`` normal turn; :mod:`~sparsedyn.contact.scene_derivatives`): a slot of one frame holds
+    the robot's hits of world shapes, one of two frames those of two robot shapes (a scene pair is a robot
+    shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give (spheres, capsules
+    and boxes: those of the features each may touch with, :func:`_featured`; two boxes also ``pb`` or ``ap``
+    where their lines are parallel; an ellipsoid or a cylinder on a plane, a box or a height field: ``pb``
+    sliding; an ellipsoid against a sphere: ``ap`` turning), and ``pb`` (a free slot's).  The ``kinds`` of
     :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` for the scene's steps."""
     world, robot = _kind_table(scene)[3]
     return remembered(scene, "slot kinds per layout", frames,
                       lambda: tuple(world if slot_frames(f)[1] is None else robot for f in frames), 64)
 
 
-def told_at_hit(scene, pair, q=None, slots=None) -> bool:
-    """Whether some contact of the scene pairs ``pair`` (intp array) has shapes told at its hit, not its
-    pair's own (:func:`slot_shapes` then reads the state: the features of spheres, capsules and boxes
-    touching, a curved shape's point sliding on a face); a contact set with none has its shapes kept
+def told_at_hit(scene, pair, q=None, slots=None, kinds=False) -> bool:
+    """Whether some contact of the scene pairs ``pair`` (intp array) has shapes told at its hit, not its pair's
+    own (:func:`slot_shapes` then reads the state: the features of spheres, capsules and boxes touching, a
+    curved shape's point sliding on a face or its normal turning); a contact set with none has its shapes kept
     per layout.  Given the state ``q`` (nq,) and the contacts' ``slots`` (a
-    :class:`~sparsedyn.contact.friction_problem.ContactSlots`), a contact set whose features are its
-    pairs' own at ``q`` (a sphere or a capsule on a box's face, capsules touching at their ends) is not."""
+    :class:`~sparsedyn.contact.friction_problem.ContactSlots`), a contact set whose features are its pairs' own
+    at ``q`` (a sphere or a capsule on a box's face, capsules touching at their ends) is not; ``kinds``: whether
+    its contacts' kinds are told (a sliding or turning point's ``K`` alone is not: their kinds are their pairs')."""
     table = _kind_table(scene)
     if not table[1] or not table[5][pair].any():
         return False
-    if q is None or table[4][pair].any() or (table[0][pair, 0] < 0).any():     # sliding; two boxes
+    if q is None or table[4][pair].any() and not kinds or (table[0][pair, 0] < 0).any():     # sliding; two boxes
         return True
     return not _own_features(scene, q, pair, slots)
 
@@ -509,13 +526,14 @@ def _kind_table(scene):
 
 def _pair_kinds(scene):
     """``(table (P, 13), any_told, (all_pb, round_a), kinds, sliding (P,), told (P,), featured (P,))``: per
-    scene pair ``[kind, r_a, r_b, w_pp, w_pb, w_ap, w_ll, K (6)]``, the kind of its hits where the shapes
-    fix it (-1 for two boxes: a corner of either), the radii of its round shapes, the kind's one-hot
-    weights and a zero ``K``; whether some pair's shapes are told at the hit (a pair of spheres, capsules
-    and boxes with a capsule or a box, whose hits' kinds are their features', or a curved ``a`` that may
-    slide on a face of ``b``), whether every pair is of kind 1 (none told by its features), whether any
-    pair's ``a`` is round; the kinds a slot of one frame and one of two may hold (:func:`slot_kinds`);
-    which pairs slide, which tell their shapes at the hit, which by their features (:func:`_featured`)."""
+    scene pair ``[kind, r_a, r_b, w_pp, w_pb, w_ap, w_ll, K (6)]``, the kind of its hits where the shapes fix
+    it (-1 for two boxes: a corner of either), the radii of its round shapes, the kind's one-hot weights and a
+    zero ``K``; whether some pair's shapes are told at the hit (a pair of spheres, capsules and boxes with a
+    capsule or a box, whose hits' kinds are their features', or a curved ``a`` that may slide on a face of
+    ``b`` or turn its normal against a sphere), whether every pair is of kind 1 (none told by its features),
+    whether any pair's ``a`` is round; the kinds a slot of one frame and one of two may hold
+    (:func:`slot_kinds`); which pairs slide, which tell their shapes at the hit, which by their features
+    (:func:`_featured`)."""
     P = len(scene.index)
     kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
     sliding, featured, may = np.zeros(P, bool), np.zeros(P, bool), []
@@ -523,7 +541,7 @@ def _pair_kinds(scene):
         a, b = scene.shapes[i], scene.shapes[j]
         ra[k] = a.size[0] if a.kind in ROUND else 0.0
         rb[k] = b.size[0] if b.kind in ROUND else 0.0
-        sliding[k] = a.kind in _CURVED and b.kind in _FLAT
+        sliding[k] = a.kind in _CURVED and b.kind in _FLAT or (a.kind, b.kind) == ("ellipsoid", "sphere")
         featured[k] = a.kind in _FEATURED and b.kind in _FEATURED and not a.kind == b.kind == "sphere"
         if a.kind in ROUND and b.kind in ROUND:
             kind[k] = 0

@@ -33,7 +33,7 @@ import numpy as np
 from .. import backend as bk
 
 __all__ = [
-    "Transform", "skew", "cross3", "inner", "mv", "mtv", "crm", "crf", "cross_motion", "cross_force",
+    "Transform", "skew", "cross3", "inner", "mv", "mtv", "symmetric_mv", "crm", "crf", "cross_motion", "cross_force",
     "rotx", "roty", "rotz", "axis_rotation", "axes_rotation", "axis_constants", "quat_to_rot", "rot_to_quat", "rpy_to_rot",
     "xlt", "rot", "identity", "compose", "inverse", "apply_motion", "apply_force",
     "apply_motion_inv", "apply_force_inv", "apply_force_transpose",
@@ -88,6 +88,13 @@ def mv(A, x):
 def mtv(A, x):
     """Transposed matrix (..., n, m)^T times vector (..., n), over any backend."""
     return (_t(A) @ x[..., None])[..., 0]
+
+
+def symmetric_mv(K, u):
+    """The symmetric 3x3 matrix of entries ``K`` ``[K_xx, K_yy, K_zz, K_xy, K_xz, K_yz]`` times the vector
+    ``u`` (3,), over any backend (traced values too)."""
+    return np.stack([K[0] * u[0] + K[3] * u[1] + K[4] * u[2], K[3] * u[0] + K[1] * u[1] + K[5] * u[2],
+                     K[4] * u[0] + K[5] * u[1] + K[2] * u[2]])
 
 
 def inner(x, y):
