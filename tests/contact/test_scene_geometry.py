@@ -128,7 +128,7 @@ def test_an_ellipsoids_normal_turns_as_a_spheres_centre_moves():
     R, p = placements(scene, q)
     Rf, pf = sd.frame_placements(scene.model, q)
     data = np.concatenate([[0.5], Rf[0].T @ (wa - pf[0]), n, [n @ wb]])
-    K = _symmetric(_turning(scene, (0, 1), R, p, Rf[0], pf[0], data, 0.05))
+    K = _symmetric(_turning(scene, (0, 1), R, Rf[0], pf[0], data, 0.05))
     centre = np.array([0.1, -0.1, 0.2])
 
     def normal(dy):                                              # the normal in the frame's axes, centre moved dy

@@ -236,8 +236,9 @@ def _kinds(scene, q, pair, a, b, Rf, pf, data):
                                              rows[k, :3])
         rows[told, 3:7] = kind[told, None] == _KINDS
         for k in slide.tolist():                                 # (a sphere b: an ellipsoid's normal turning)
-            f = _turning if scene.shapes[scene.index[pair[k], 1]].kind == "sphere" else _sliding
-            rows[k, 7:] = f(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], data[k], rows[k, 2])
+            ij, pose = scene.index[pair[k]], (Rf[a[k]], pf[a[k]], data[k])
+            rows[k, 7:] = _turning(scene, ij, R, *pose, rows[k, 2]) if scene.shapes[ij[1]].kind == "sphere" else \
+                _sliding(scene, ij, R, p, *pose)
     return kind, np.ascontiguousarray(rows[:, 1:]), table[2]    # (contiguous: the compiled kernels' fast path)
 
 
@@ -297,12 +298,12 @@ def _feature(shape, R, p, c):
 _ON_EDGE = 1e-9
 
 
-def _sliding(scene, ij, R, p, Ra, oa, data, rb=0.0):
+def _sliding(scene, ij, R, p, Ra, oa, data):
     """``K`` (6,) ``[K_xx, K_yy, K_zz, K_xy, K_xz, K_yz]`` of the hit ``data`` (a slot's, of frame ``a`` placed at
     ``(Ra, oa)``) of the shape ``ij[0]`` (an ellipsoid or a cylinder) on the shape ``ij[1]`` (shapes placed at
-    ``(R, p)``; ``rb`` unused, :func:`_turning`'s): where the hit is on a face of the shape and is a's support point
-    along ``-n`` (:func:`_support`), that point's derivative in the normal, both in a's axes; zero elsewhere (an
-    edge or a point of the shape, a cylinder's other rim points or its flat face: its point held)."""
+    ``(R, p)``): where the hit is on a face of the shape and is a's support point along ``-n``
+    (:func:`_support`), that point's derivative in the normal, both in a's axes; zero elsewhere (an edge or a
+    point of the shape, a cylinder's other rim points or its flat face: its point held)."""
     i, j = ij
     n = data[4:7]
     wa = Ra @ data[1:4] + oa
@@ -316,9 +317,9 @@ def _sliding(scene, ij, R, p, Ra, oa, data, rb=0.0):
     return (-B @ D @ B.T)[[0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2]]  # (the support along -n: d/dn = -d/dm)
 
 
-def _turning(scene, ij, R, p, Ra, oa, data, rb):
+def _turning(scene, ij, R, Ra, oa, data, rb):
     """``K`` (6,) of the hit ``data`` (a slot's, of frame ``a`` placed at ``(Ra, oa)``) of the ellipsoid
-    ``ij[0]`` against the sphere ``ij[1]`` of radius ``rb`` (shapes placed at ``(R, p)``): how the normal
+    ``ij[0]`` against the sphere ``ij[1]`` of radius ``rb`` (shapes turned by ``R``): how the normal
     (from the sphere, in a's axes) turns as the sphere's centre moves in a's axes, ``-B A B^T`` (``A`` of
     :func:`~sparsedyn.contact.ellipsoid.normal_turning` at the hit, ``B`` the ellipsoid's axes in a's)."""
     i, n = ij[0], data[4:7]
