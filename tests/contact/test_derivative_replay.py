@@ -2,9 +2,9 @@
 whose step returns the candidates, slots and kernel rows of one met before take the plan, the pieces'
 callable and the slots' data kept for them, and equal those the first road makes (the step's
 FoundContacts, slots and plan lookup; the memo cleared) bit for bit, in per-body slots (in order, with
-free slots) and in the scene's data slots (a two-body contact); they equal central differences of the
-step and the NumPy road; a layout not met before, and another road (a new time step), take the first
-road."""
+free slots) and in the scene's data slots (a two-body contact), where a sliding point's or a turning
+normal's ``K`` is told at each state too; they equal central differences of the step and the NumPy road;
+a layout not met before, and another road (a new time step), take the first road."""
 
 import itertools
 
@@ -20,8 +20,9 @@ from test_slot_modes_native import SCENES
 from sparsedyn.contact import derivative_replay, fused_derivatives, slot_modes_native
 
 #: Scenes on the fused road: per-body slots in order, a two-body contact (the scene's data slots), a
-#: layout with free slots.
-FUSED = ("box on floor", "hand on torso, gravity", "tilted box, free slots")
+#: layout with free slots, slots whose ``K`` is told at each state (a sliding point, a turning normal, both).
+FUSED = ("box on floor", "hand on torso, gravity", "tilted box, free slots", "egg on floor", "ball on egg",
+         "ball on egg, egg on floor")
 
 
 def _counting(monkeypatch):

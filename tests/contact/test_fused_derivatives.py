@@ -89,7 +89,7 @@ def test_a_sliding_points_shapes_are_each_states_on_the_fused_road(name, monkeyp
     """A layout whose sliding or turning point's ``K`` is told at each state: the body turned by 0.05 rad
     about an axis across the hit's normal, then moved along it back to the hit's distance (the same
     contacts in the same slots, a new ``K``), the fused road's derivatives are the Python road's at each
-    state, bit for bit (the layout's plan kept, its shapes this state's)."""
+    state, bit for bit (the layout met again and replayed, its shapes this state's)."""
     model, scene, q, v, tau, opt = SCENES[name]()
     opt = dict(opt, tol=TOL)
     hit = sd.collide(scene, q)
@@ -97,20 +97,25 @@ def test_a_sliding_points_shapes_are_each_states_on_the_fused_road(name, monkeyp
     turned = _turned_about(q, np.linalg.svd(n[None])[2][1], 0.05)
     for _ in range(3):                                     # (the distance along n: linear in the shift but for turning)
         turned[:3] += (gap - sd.collide(scene, turned).distances[0]) * sd.collide(scene, turned).normals[0]
-    shapes, real = [], fused_derivatives.slot_shapes
+    shapes, real, replays, lookup = [], fused_derivatives.slot_shapes, [], fused_derivatives.replayed
 
     def kept(*args):                                       # (the shapes the fused road put in its parameters)
         shapes.append(real(*args))
         return shapes[-1]
+
+    def replayed(*args):
+        replays.append(lookup(*args) is not None)
+        return lookup(*args)
     with sd.use_backend("native", deterministic=True):
         sd.contact_step_derivatives(model, q, v, tau, scene, DT, **opt)          # (builds, grows the layout)
         for state in (q, turned):
-            fused_derivatives.slot_shapes = kept
+            fused_derivatives.slot_shapes, fused_derivatives.replayed = kept, replayed
             try:
                 d, took, layout, python = _roads(model, scene, state, v, tau, opt, monkeypatch)
             finally:
-                fused_derivatives.slot_shapes = real
+                fused_derivatives.slot_shapes, fused_derivatives.replayed = real, lookup
             assert took == [True]
             _equal(d, layout, name)
             _equal(d, python, name)
     assert len(shapes) == 2 and np.abs(shapes[0][:, 6:] - shapes[1][:, 6:]).max() > 1e-3     # (K moved)
+    assert replays[-1]                                     # (the turned state's layout met again: replayed)

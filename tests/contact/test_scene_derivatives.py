@@ -149,6 +149,24 @@ LOG = sd.Shape("capsule", (0.05, 0.6), placement=(_turn(1, np.pi / 2), [0, 0, 0.
 RIDGE = sd.Shape("box", (0.2, 0.6, 0.2), placement=(_turn(1, np.pi / 4), [0, 0, 0.3]), name="ridge")
 GLOBE = sd.Shape("sphere", (0.1,), placement=(np.eye(3), [0, 0, 0.3]), name="globe")
 
+#: A world ellipsoid, turned (its normal under a ball turns as the ball rolls over it).
+WORLD_EGG = sd.Shape("ellipsoid", EGG, placement=(_turn(0, 0.7) @ _turn(1, 0.4), [0, 0, 0.3]), name="world egg")
+
+
+def _ball_on_egg_egg_on_floor():
+    """A free body with an ellipsoid 10 um above the floor and a ball beside it 10 um from a world
+    ellipsoid (its normal there along ``m``), moving towards both: one slot's ``K`` a sliding point's,
+    the other's a turning normal's."""
+    model, _, q, v, tau, opt = _curved_on("ellipsoid", FLOOR, [0, 0, 1.0], np.zeros(3))
+    model = model.with_geometry(sd.Geometry("ball", 0, Transform(np.eye(3), np.array([0.25, 0, 0.1])), "sphere",
+                                            (0.05,), "collision"))
+    c = sd.geometry_placements(model, q, "collision")[1][1]     # (the ball's centre)
+    m, R = np.array([-1.0, 0.2, 0.3]) / np.sqrt(1.13), _turn(0, 0.7) @ _turn(1, 0.4)
+    u = R.T @ m                                                  # (the egg's outward normal at its point, its axes)
+    egg = sd.Shape("ellipsoid", EGG, placement=(R, c - (0.05 + 1e-5) * m - R @ (np.square(EGG) * u)
+                                                / np.linalg.norm(np.multiply(EGG, u))), name="world egg")
+    return model, sd.Scene(model, world=[FLOOR, egg], friction=MU), q, v, tau, opt
+
 
 def _forearm_across_torso():
     """The hand on the torso's model with a capsule on the forearm crossing the torso's top edge (along
@@ -178,7 +196,9 @@ CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_ta
          "ball on ridge's edge": lambda: _touching("sphere", (0.05,), RIDGE, np.eye(3)),
          "box corner on log": lambda: _touching("box", (0.1, 0.1, 0.1), LOG, _turn(0, 0.5) @ _turn(1, 0.6)),
          "forearm across torso": _forearm_across_torso,
-         "egg on globe": lambda: _touching("ellipsoid", EGG, GLOBE, _turn(0, 0.7) @ _turn(1, 0.4), (0.06, 0.02, 0))}
+         "egg on globe": lambda: _touching("ellipsoid", EGG, GLOBE, _turn(0, 0.7) @ _turn(1, 0.4), (0.06, 0.02, 0)),
+         "ball on egg": lambda: _touching("sphere", (0.05,), WORLD_EGG, np.eye(3)),
+         "ball on egg, egg on floor": _ball_on_egg_egg_on_floor}
 
 
 @pytest.fixture
@@ -246,7 +266,8 @@ SLOT_KINDS = {"ball": (1,), "hand on torso": (0, 1, 2), "box on table": (1, 2, 3
               "egg on table": (1, SLIDING),
               "wheel on floor": (1, SLIDING), "wheel tilted on ramp": (1, SLIDING),
               "capsule across log": (0, 1, 3), "box edge across ridge": (1, 2, 3), "ball on ridge's edge": (0, 1),
-              "box corner on log": (0, 1, 2, 3), "forearm across torso": (0, 1, 2, 3), "egg on globe": (1, 2, SLIDING)}
+              "box corner on log": (0, 1, 2, 3), "forearm across torso": (0, 1, 2, 3), "egg on globe": (1, 2, SLIDING),
+              "ball on egg": (1, SLIDING), "ball on egg, egg on floor": (1, SLIDING)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

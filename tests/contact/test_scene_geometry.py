@@ -3,9 +3,9 @@ contact a slot may hold, from the kinds of its scene's shape pairs, derived by h
 round shapes, or a point and a line; 1 ``pb``: a point of ``a`` on ``b``'s surface (``a`` round or ``b`` a
 plane); 2 ``ap``: ``b`` round; 3 ``ll``: two lines, a capsule's side or a box's edge each; two boxes: a corner
 of either, so ``pb`` or ``ap``, or two edges; an ellipsoid on a plane, a box or a height field: ``pb``
-sliding; every slot also ``pb``, a free slot's), a sphere's, a capsule's and a box's features at a point
-and the kind of two capsules' hit by hand, and how an ellipsoid's point on a face slides (the support
-point's derivative, by hand and by central differences).
+sliding; a sphere against an ellipsoid ``pb`` turning; every slot also ``pb``,
+a free slot's), a sphere's, a capsule's and a box's features at a point and the kind of two capsules' hit
+by hand.  The curvatures themselves are tested in tests/contact/test_curved_points.py.
 The geometry itself is compared with the compiled kernel's and differentiated in
 tests/contact/test_scene_derivatives.py."""
 
@@ -14,9 +14,8 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.contact.collision import placements
-from sparsedyn.contact.ellipsoid import point_ellipsoid
-from sparsedyn.contact.scene_geometry import (SLIDING, _feature, _featured, _on_face, _sliding, _turning, slot_kinds,
-                                              told_at_hit)
+from sparsedyn.contact.scene_step import scene_contacts, scene_slots
+from sparsedyn.contact.scene_geometry import ROUND_A, SLIDING, _feature, _featured, slot_kinds, slot_shapes, told_at_hit
 from sparsedyn.model.spatial import Transform
 from test_scene import SIDE, box_model
 
@@ -39,6 +38,14 @@ def _egg_model(size=(0.12, 0.08, 0.05)):
     return box_model(geometry=False).with_geometry(sd.Geometry("egg", 0, TURNED, "ellipsoid", size, "collision"))
 
 
+def _ball_and_egg():
+    return _ball_model().with_geometry(sd.Geometry("egg", 0, TURNED, "ellipsoid", (0.12, 0.08, 0.05), "collision"))
+
+
+#: A world ellipsoid, its axes turned.
+EGG = sd.Shape("ellipsoid", (0.12, 0.08, 0.05), placement=(TURNED.E, [0.1, -0.3, 0.2]), name="world egg")
+
+
 @pytest.mark.parametrize("model, world, want", [
     (box_model, [FLOOR], (1,)),                      # a box on a plane: its corners, pb
     (box_model, [FLOOR, BALL], (0, 1, 2)),           # a world sphere under a box's face: ap; its edge, corner: pp
@@ -49,6 +56,7 @@ def _egg_model(size=(0.12, 0.08, 0.05)):
     (_ball_model, [BLOCK], (0, 1)),                  # a sphere on a box's face: pb; on its edge or corner: pp
     (_egg_model, [FLOOR], (1, SLIDING)),             # an ellipsoid on a plane: pb, sliding
     (_egg_model, [BLOCK, BALL], (1, 2, SLIDING)),    # on a box's face sliding; against a sphere: ap
+    (_ball_model, [EGG], (1, SLIDING)),              # a sphere against an ellipsoid: pb, its normal turning
 ])
 def test_a_slots_kinds_are_its_pairs_kinds(model, world, want):
     """One-frame slots (the robot against the world) take the kinds of the world pairs; a slot of two
@@ -60,114 +68,22 @@ def test_a_slots_kinds_are_its_pairs_kinds(model, world, want):
 Q = np.array([0.1, -0.2, 0.5, 0.3, -0.1, 0.2, 0.9])
 
 
-def _hit(scene, q, n, point):
-    """A slot's data ``[mu, p_a (3), n (3), offset]`` of the ellipsoid of ``scene`` (shape 0) on the plane
-    of unit normal ``n`` through ``point``: its support point along ``-n`` (in its frame's axes)."""
-    R, p = placements(scene, q)
-    e = np.asarray(scene.shapes[0].size)
-    m = -R[0].T @ n
-    x = p[0] + R[0] @ (e ** 2 * m / np.linalg.norm(e * m))
-    Rf, pf = sd.frame_placements(scene.model, q)
-    return np.concatenate([[0.5], Rf[0].T @ (x - pf[0]), n, [n @ point]]), R, p, Rf[0], pf[0]
-
-
-def _support_in_body(scene, q, u):
-    """The ellipsoid's support point along ``-n`` in its frame's axes, ``n`` given in those axes as ``u``."""
-    R, p = placements(scene, q)
-    Rf, pf = sd.frame_placements(scene.model, q)
-    e, m = np.asarray(scene.shapes[0].size), -R[0].T @ (Rf[0] @ u)
-    return Rf[0].T @ (p[0] + R[0] @ (e ** 2 * m / np.linalg.norm(e * m)) - pf[0])
-
-
-def _symmetric(k):
-    return np.array([[k[0], k[3], k[4]], [k[3], k[1], k[5]], [k[4], k[5], k[2]]])
-
-
-def test_an_ellipsoids_point_on_a_face_slides_as_its_support_point():
-    """On a plane, ``K`` is the derivative of the support point (the frame's axes) in the normal (the
-    frame's axes), central differences of its closed form on the unit sphere's tangent plane (truncation
-    h^2 / 6 of its third derivative, below 1e-9 at h = 1e-5, rounding eps |x| / h about 1e-12); ``K`` is
-    symmetric and ``K n = 0`` (to rounding)."""
+def test_a_balls_normal_turns_over_a_world_ellipsoid_beside_a_sliding_point():
+    """On one body an ellipsoid over the floor and a ball against a world ellipsoid, both ``pb`` in slots that
+    may slide: the ellipsoid's ``K`` is a vertex's sliding point (``r_a = 0``), the ball's the world
+    ellipsoid's turning normal (``r_a`` its radius: what tells them apart, ``r_a / (r_a + ROUND_A)``, is 0 and
+    1 exactly), each not zero."""
+    scene = sd.Scene(_ball_and_egg(), world=[FLOOR, EGG], margin=1.0)
     q = np.r_[Q[:3], Q[3:] / np.linalg.norm(Q[3:])]
-    scene = sd.Scene(_egg_model(), world=[FLOOR])
-    n = np.array([0.0, 0.0, 1.0])
-    data, R, p, Ra, oa = _hit(scene, q, n, np.zeros(3))
-    K = _symmetric(_sliding(scene, (0, 1), R, p, Ra, oa, data))
-    u = Ra.T @ n
-    h = 1e-5
-    for t in np.linalg.svd(u[None])[2][1:]:                      # two unit tangents of the normal's sphere
-        dx = (_support_in_body(scene, q, u + h * t) - _support_in_body(scene, q, u - h * t)) / (2 * h)
-        assert np.abs(K @ t - dx).max() <= 1e-8
-    assert np.abs(K @ u).max() <= 16 * np.finfo(float).eps * np.abs(K).max() and np.array_equal(K, K.T)
-
-
-def test_a_round_ellipsoids_point_slides_as_a_spheres():
-    """An ellipsoid of three equal semi-axes ``r`` is a sphere, whose point under the normal ``u`` (the
-    frame's axes) is ``c - r u``: ``K = -r (I - u u^T)`` by hand."""
-    r = 0.07
-    scene = sd.Scene(_egg_model((r, r, r)), world=[FLOOR])
-    q = np.r_[Q[:3], Q[3:] / np.linalg.norm(Q[3:])]
-    n = np.array([0.0, 0.0, 1.0])
-    data, R, p, Ra, oa = _hit(scene, q, n, np.zeros(3))
-    u = Ra.T @ n
-    K = _symmetric(_sliding(scene, (0, 1), R, p, Ra, oa, data))
-    assert np.abs(K + r * (np.eye(3) - np.outer(u, u))).max() <= 4 * np.finfo(float).eps * r
-
-
-def test_an_ellipsoids_normal_turns_as_a_spheres_centre_moves():
-    """Against a sphere, ``K`` is the derivative of the normal (from the sphere's centre towards the
-    ellipsoid's closest point, the frame's axes) in the centre (the frame's axes): against central
-    differences of the closest point's normal (``point_ellipsoid``) at steps h and h / 2, within twice
-    their difference (the truncation, h^2 times the third derivative, falls by 4) and their rounding
-    (eps / h); ``K`` is symmetric and ``K n = 0``."""
-    q = np.r_[Q[:3], Q[3:] / np.linalg.norm(Q[3:])]
-    scene = sd.Scene(_egg_model(), world=[sd.Shape("sphere", (0.05,), placement=(np.eye(3), [0.1, -0.1, 0.2]))],
-                     margin=1.0)
     hits = sd.collide(scene, q)
-    (n,), (wa,), (wb,) = hits.normals, hits.witness_a, hits.witness_b
-    R, p = placements(scene, q)
-    Rf, pf = sd.frame_placements(scene.model, q)
-    data = np.concatenate([[0.5], Rf[0].T @ (wa - pf[0]), n, [n @ wb]])
-    K = _symmetric(_turning(scene, (0, 1), R, Rf[0], pf[0], data, 0.05))
-    centre = np.array([0.1, -0.1, 0.2])
-
-    def normal(dy):                                              # the normal in the frame's axes, centre moved dy
-        return Rf[0].T @ point_ellipsoid((centre + Rf[0] @ dy)[None], R[0], p[0], scene.shapes[0].size)[3][0]
-
-    u = Rf[0].T @ n
-    assert np.abs(normal(np.zeros(3)) - u).max() <= 1e-12
-    for e in np.eye(3):
-        d1, d2 = ((normal(h * e) - normal(-h * e)) / (2 * h) for h in (1e-5, 5e-6))
-        assert np.abs(K @ e - d2).max() <= 2 * np.abs(d1 - d2).max() + 64 * np.finfo(float).eps / 5e-6
-    assert np.abs(K @ u).max() <= 64 * np.finfo(float).eps * np.abs(K).max() and np.array_equal(K, K.T)
-
-
-#: A saddle-free twisted field: heights ``0.2 + 0.4 X Y`` (``X``, ``Y`` = ``(x + 1) / 2``, ``(y + 1) / 2``), top 0.3 m.
-#: Its cell (1, 1) (x, y in [-0.5, 0]) has the heights 0.225, 0.25, 0.3, 0.25 at (x, y) = (-0.5, -0.5), (0, -0.5),
-#: (0, 0), (-0.5, 0): the triangle below its diagonal rises 0.3 * 0.025 / 0.5 along x and 0.3 * 0.05 / 0.5 along
-#: y (its normal along (-0.015, -0.03, 1)), the one above 0.3 * 0.05 / 0.5 along x and 0.3 * 0.025 / 0.5 along y.
-TWISTED = sd.Shape("hfield", (1.0, 1.0, 0.3, 0.1), heights=0.2 + 0.4 * np.outer(*[np.linspace(0, 1, 5)] * 2),
-                   name="twisted")
-
-
-@pytest.mark.parametrize("world, x, n, want", [
-    (FLOOR, [3.0, -2.0, 0.0], [0, 0, 1.0], True),                     # a plane: a face anywhere
-    (BLOCK, [-1.1, 0.1, 0.1], [0, 0, 1.0], True),                     # a box's top
-    (BLOCK, [-0.8, 0.0, 0.05], [1.0, 0, 0], True),                    # its side
-    (BLOCK, [-0.8, 0.1, 0.1], [0.6, 0, 0.8], False),                  # its edge
-    (BALL, [1.0, 0.0, 0.2], [0, 0, 1.0], False),                      # a sphere has no face
-    (TWISTED, [-0.1, -0.4, 0.0], [-0.015, -0.03, 1.0], True),         # below the cell's diagonal
-    (TWISTED, [-0.4, -0.1, 0.0], [-0.015, -0.03, 1.0], False),        # above it: the other triangle's normal
-    (TWISTED, [-0.4, -0.1, 0.0], [-0.03, -0.015, 1.0], True),
-    (TWISTED, [-0.5, -0.5, 0.0], [0.0, 0.0, 1.0], False),             # a grid point's hit straight up
-])
-def test_a_face_is_told_at_the_hit(world, x, n, want):
-    """Where an ellipsoid's point slides (its hit's normal is a face's normal of ``b``): a plane anywhere,
-    a box along its axes, a height field on the triangle under the hit; never a sphere's."""
-    scene = sd.Scene(_egg_model(), world=[world])
-    R, p = placements(scene, np.r_[Q[:3], Q[3:] / np.linalg.norm(Q[3:])])
-    n = np.asarray(n) / np.linalg.norm(n)
-    assert _on_face(scene, 1, R[1], p[1], np.asarray(x, float), n) is want
+    slots = scene_slots(scene, scene_contacts(scene, q, hits))
+    shapes = slot_shapes(scene, q, hits.pair, slots)
+    assert slot_kinds(scene, slots.frames)[0] == (1, SLIDING)
+    for names, ra in ((("egg", "floor"), 0.0), (("ball", "world egg"), SIDE / 2)):
+        (k,) = [k for k, pair in enumerate(hits.pairs) if pair == names]
+        at = k if slots.index is None else slots.index[k]
+        assert shapes[at, 0] == ra and shapes[at, 3] == 1.0 and np.abs(shapes[at, 6:]).max() > 0.01, names
+        assert ra / (ra + ROUND_A) == (1.0 if ra else 0.0)
 
 
 def test_a_contact_set_tells_its_shapes_at_the_hit_only_where_its_pairs_do():

@@ -10,7 +10,7 @@ contacts out in the derivatives' slots with their modes (the routine of
 separate calls where the pieces' kernel is not a compiled one-state kernel).  What depends on the layout
 alone (the routines' calls and constants, the slots' shapes and kinds, the pieces' native callable) is one plan kept in
 ``scene.cache`` per layout (a sliding or turning point's ``K``, told at each state, put in the calls'
-parameters), so that a step's derivatives are the two calls and no
+parameters, also where the layout is replayed), so that a step's derivatives are the two calls and no
 :class:`~sparsedyn.contact.scene_slotted.Slotted`, mode name or option dict between them: the same
 routines on the same values as :func:`~sparsedyn.contact.scene_slotted.slotted_scene_step` and
 :func:`~sparsedyn.contact.friction_derivatives._scene_result`, so the same results bit for bit (the
@@ -38,7 +38,7 @@ from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
 from .partials_blocks_native import folded_call, partials_blocks_call
-from .scene_geometry import own_at_witnesses, slot_shapes, told_at_hit, witnesses_tell
+from .scene_geometry import kinds_fixed, own_at_witnesses, slot_shapes, told_at_hit, witnesses_tell
 from .scene_slotted import Slotted, one_state_slots
 from .slot_modes_native import SOURCE as SLOT_MODES
 from .slot_modes_native import _plan, fused_slotted
@@ -122,6 +122,9 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
             if got is not None and not told:       # (the step's own call: its layout met again is replayed)
                 remember(scene, road[2], tol, got, plan, slots, in_data, lambda make, got: _own_features_first(
                     scene, road[4][3], found.pair, _replay_call(plan, pieces, make, got, model.nq)))
+            elif got is not None and kinds_fixed(scene, found.pair):        # (each state's K, its data's)
+                remember(scene, road[2], tol, got, plan, slots, in_data, lambda make, got: _told_replay_call(
+                    plan, pieces, make, lambda q, data: slot_shapes(scene, q, found.pair, slots._replace(data=data))))
             return step, found, None, d
     slotted = fused_slotted(scene, q, tuple.__new__(StepArrays, out), index, found, in_data, tol, Slotted)
     return step, found, slotted if slotted is not None else one_state_slots(
@@ -229,6 +232,34 @@ def _replay_call(plan, pieces, make, got, nq):
         w, lam, corr, data = gather_call(out[2], out[3], out[4], out[5], at, got[4].take(take), gather, gather_par)
         return g(q, v, out[1], lam, corr, w, data, gravity, gpar)
     return derive
+
+
+def _told_replay_call(plan, pieces, make, shapes_of):
+    """:func:`_replay_call`'s ``derive`` for a layout whose slots' shapes are told at each state (a sliding
+    point's or a turning normal's ``K``): the slots' data made first (the call's, with NumPy, or by the
+    gathering routine with their modes), then ``shapes_of(q, data)`` (ns, 12) put in the pieces'
+    parameters (:func:`_with_shapes`), then the same calls; None where the pieces are two calls."""
+    at, spar = plan[1], plan[2]
+
+    def blocks(q, v, out, data, gravity, modes):
+        both = _with_shapes(pieces, shapes_of(q, data))
+        if both is None:
+            return None
+        g, gpar, pb, pbpar = both
+        if modes is None and pb is not None:
+            return pb(q, v, out[1], out[2], out[3], out[4], out[5], at, data, gravity, pbpar)
+        w, lam, c = modes or plan[0](out[2], out[3], out[4], out[5], at, data, spar)
+        return g(q, v, out[1], lam, c, w, data, gravity, gpar)
+    if make is not None and len(make) == 4:        # the gathering routine: the slots' data and modes
+        gather_call, gather, gather_par, take = make
+
+        def derive(q, v, got, gravity):
+            out = got[0]
+            slotted = gather_call(out[2], out[3], out[4], out[5], at, got[4].take(take), gather, gather_par)
+            return blocks(q, v, out, slotted[3], gravity, slotted[:3])
+        return derive
+    data_of = (lambda got: got[5]) if make is None else (lambda got: _data(make, got[4]))
+    return lambda q, v, got, gravity: blocks(q, v, got[0], data_of(got), gravity, None)
 
 
 def _derivative_plan(scene, model, q, out, index, found, in_data, tol, dt):

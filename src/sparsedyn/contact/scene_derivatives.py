@@ -35,19 +35,20 @@ the normal found, ``K R_a^T n = 0``, so the geometry at ``q`` is the hit's; left
 kinds do not hold :data:`~sparsedyn.contact.scene_geometry.SLIDING`); in ``ap``, ``n = R_a (n_a + K R_a^T
 (x_b - o_a))`` where a's normal turns as b's centre moves over a curved surface (an ellipsoid's against a
 sphere: ``K`` the derivative of the closest point's normal, ``n_a`` the hit's less ``K`` at b's centre, so the
-geometry at ``q`` is the hit's); in ``pp``, a centre on a line (a
-capsule's side against a sphere, a capsule's end or a box's vertex, a box's edge against a sphere or a
-capsule's end) is the line's point nearest the other centre (``e`` zero for a point); in ``ll``, ``x_a``
-is a's line's point nearest b's line.  The rows are those of ``a``'s point at ``x`` relative to ``b``'s
-point there, in the contact frame of ``n`` (:func:`~sparsedyn.contact.friction_problem.plane_basis`).
-Points (a sphere, a capsule's end, a box's or a mesh's vertex) on a plane or a face, a sphere or a
-capsule's end against a sphere, a capsule's side or a box's edge, a box's vertex against a sphere or a
-capsule's side, lines (a capsule's side, a box's edge) crossing, an ellipsoid or a cylinder's rim on
-a plane or a face, and an ellipsoid against a sphere move so exactly; a mesh's or a field's edge, a mesh's
-vertex against a sphere or a capsule, an ellipsoid's or a cylinder's point against an edge or a vertex, a
-cylinder's against a sphere and a sphere's against an ellipsoid (``b`` curved) are held at the point found
-at ``q`` (their contact point slides on the shape as it turns), as are two parallel lines (a
-capsule lying on a face or along another: its witness point is one of many).  A free slot has the
+geometry at ``q`` is the hit's), and in ``pb`` likewise ``n = R_b (n_b + K R_b^T (x_a - o_b))`` where b's
+normal turns as a's centre moves (a sphere against an ellipsoid: ``r_a`` not zero tells it from a sliding
+vertex); in ``pp``, a centre on a line (a capsule's side against a
+sphere, a capsule's end or a box's vertex, a box's edge against a sphere or a capsule's end) is the line's
+point nearest the other centre (``e`` zero for a point); in ``ll``, ``x_a`` is a's line's point nearest b's
+line.  The rows are those of ``a``'s point at ``x`` relative to ``b``'s point there, in the contact frame of
+``n`` (:func:`~sparsedyn.contact.friction_problem.plane_basis`).  Points (a sphere, a capsule's end, a box's
+or a mesh's vertex) on a plane or a face, a sphere or a capsule's end against a sphere, a capsule's side or a
+box's edge, a box's vertex against a sphere or a capsule's side, lines (a capsule's side, a box's edge)
+crossing, an ellipsoid or a cylinder's rim on a plane or a face, and an ellipsoid and a sphere in either order
+move so exactly; a mesh's or a field's edge, a mesh's vertex against a sphere or a capsule, an ellipsoid's or
+a cylinder's point against an edge or a vertex and a cylinder's against a sphere are held at the point
+found at ``q`` (their contact point slides on the shape as it turns), as are two parallel lines (a capsule
+lying on a face or along another: its witness point is one of many).  A free slot has the
 geometry of a vertex on a plane below it (its rows finite; it is open).
 """
 
@@ -70,7 +71,7 @@ from ..symbolic.ir import Graph
 from ..symbolic.trace import trace_kernel
 from .dynamics import _cached, _run, rnea_partials
 from .friction_problem import TOUCHING_GAP, _TINY, _Points, _step, _vmax, plane_basis, slot_frames, slot_structure
-from .scene_geometry import KINDS, SHAPES, SLIDING, GEOMETRY, slot_geometry_of
+from .scene_geometry import KINDS, ROUND_A, SHAPES, SLIDING, GEOMETRY, slot_geometry_of
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "slot_products", "mode_system"]
@@ -82,7 +83,7 @@ def slot_rows(model, q, geometry, frames, kinds=None):
     the slots ``frames`` (the step's slot frames: a frame index, or a pair ``(frame_a, frame_b)``)
     whose geometry (ns, 21) is given (module docstring); at the configuration the geometry was found
     at, the rows and gaps of the step.  ``kinds``: per slot the kinds of contact it may hold (a sorted
-    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, 4 a sliding ``pb``;
+    tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, 4 a sliding ``pb`` or a turning normal;
     :func:`~sparsedyn.contact.scene_geometry.slot_kinds`; None: every one), the others' terms left out
     (a slot against the floor: ``pb`` alone, its rows' derivatives a third of the general ones').
     One state (kernel use; no checks)."""
@@ -125,10 +126,14 @@ def _pp(g, Ra, Rb, xa, xb, sliding):
 
 
 def _pb(g, Ra, Rb, xa, xb, sliding):
-    """``(n, gap, x)`` of a's sphere or vertex on a plane fixed in b (``pb``), a's point sliding by ``K``."""
-    n = Rb @ g[8:11]
-    if sliding:                                                  # (K is zero but on a sliding pb hit)
-        xa = xa + Ra @ symmetric_mv(g[15:21], Ra.T @ n)
+    """``(n, gap, x)`` of a's sphere or vertex on a plane fixed in b (``pb``), a vertex's point sliding by
+    ``K`` or b's normal turning by ``K`` as a sphere's centre moves in b's axes (an ellipsoid's)."""
+    if not sliding:
+        n = Rb @ g[8:11]
+    else:                                                        # (K is zero but on a sliding or turning hit)
+        turn = g[3] / (g[3] + ROUND_A)                           # (1 for a sphere, 0 for a vertex: exactly)
+        n = Rb @ (g[8:11] + turn * symmetric_mv(g[15:21], Rb.T @ (xa - xb) + g[4:7]))
+        xa = xa + (1.0 - turn) * (Ra @ symmetric_mv(g[15:21], Ra.T @ n))
     return n, n @ (xa - xb) - g[3], xa - g[3] * n
 
 
@@ -432,7 +437,7 @@ def _kinds_of(kinds, ns):
     if out is None or len(out) != ns or not all(set(x) - {SLIDING} and set(x) <= {*KINDS, SLIDING} for x in out):
         raise ValueError(f"scene_step_partials: kinds must be empty or, per slot ({ns}), a non-empty sequence of "
                          f"the kinds of contact {KINDS} (0 pp, 1 pb, 2 ap, 3 ll) and {SLIDING} where a pb contact "
-                         f"may slide or an ap normal turn, got {kinds!r}")
+                         f"may slide or a normal turn, got {kinds!r}")
     return None if all(x == KINDS + (SLIDING,) for x in out) else out
 
 
@@ -456,7 +461,8 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     the step's slots) whose contacts are the step's slot data ``contact_data`` (..., ns, 8) (``[mu, p_a
     (3), n (3), offset]``: a's witness point in its frame's axes, the world normal, the plane ``n . x =
     offset`` through b's witness point) and ``shapes`` (..., ns, 12) (``[r_a, r_b, w_pp, w_pb, w_ap, w_ll, K
-    (6)]``: the radii, 0 for a vertex, the one-hot weights of the kind and the sliding point's ``K``;
+    (6)]``: the radii, 0 for a vertex, the one-hot weights of the kind and a sliding point's or turning
+    normal's ``K``;
     :func:`~sparsedyn.contact.scene_geometry.slot_shapes`), their geometry held fixed in the slots'
     frames as ``q`` moves (module docstring; :func:`~sparsedyn.contact.scene_geometry.slot_geometry_of`),
     of the step from
@@ -478,9 +484,8 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     and that of ``J dv_c``, ``C_c`` (3 ns, nv) (on the normal rows, those the correction holds; zero on the
     tangential ones).  Packed as :class:`~sparsedyn.SlotPartials` says.
     ``kinds``: per slot the kinds of contact it may hold (0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, and 4
-    where a ``pb`` contact may slide or an ``ap`` normal turn, its ``K`` not zero; a free slot is ``pb``), every
-    one where empty (the
-    default); the program leaves out the terms of the others, so
+    where a ``pb`` contact may slide or its normal or an ``ap`` normal turn, its ``K`` not zero; a free slot is
+    ``pb``), every one where empty (the default); the program leaves out the terms of the others, so
     each slot's weights must be of one of them (:func:`~sparsedyn.contact.scene_geometry.slot_kinds`:
     those of a scene's slots).  One traced program per tuple of slot frames and kinds (the rows'
     products with the step's velocities and impulses differentiated by the symbolic layer; RNEA's

@@ -17,13 +17,13 @@ import numpy as np
 from ..algorithms.kinematics import frame_placements, frame_world_transform, joint_transforms, world_transforms
 from ..model.spatial import pose, symmetric_mv
 from .collision import placements
-from .ellipsoid import ellipsoid_support, normal_turning
-from .heightfield import hfield_triangles, triangle_normals
+from .curved_points import sliding_point, turning_normal
 from .friction_problem import slot_frames
 from .scene_base import remembered
 
-__all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "told_at_hit", "witnesses_tell",
-           "own_at_witnesses", "in_order", "GEOMETRY", "SHAPES", "KINDS", "SLIDING"]
+__all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "told_at_hit", "kinds_fixed",
+           "witnesses_tell",
+           "own_at_witnesses", "in_order", "GEOMETRY", "SHAPES", "KINDS", "SLIDING", "ROUND_A"]
 
 #: The width of a slot's geometry (the module docstring of :mod:`~sparsedyn.contact.scene_derivatives`).
 GEOMETRY = 21
@@ -37,9 +37,14 @@ ROUND = ("sphere", "capsule")
 KINDS, _KINDS = (0, 1, 2, 3), np.arange(4)
 
 #: The mark, among a slot's kinds, of a slot whose ``pb`` contact may slide over a's curved surface (an
-#: ellipsoid or a cylinder's rim on a face) or whose ``ap`` normal may turn over it (an ellipsoid against a
-#: sphere): its geometry's ``K`` is used.
+#: ellipsoid or a cylinder's rim on a face: a vertex, ``r_a = 0``) or turn its normal over b's (a sphere
+#: against an ellipsoid) or whose ``ap`` normal may turn over a's (an ellipsoid against a sphere): its
+#: geometry's ``K`` is used.
 SLIDING = 4
+
+#: ``r_a / (r_a + ROUND_A)`` is 1 for a sphere (exactly: any radius above 1e-280 m) and 0 for a vertex: which of
+#: a sliding ``pb`` slot's terms its ``K`` is (a vertex's point sliding, a sphere's normal turning), as data.
+ROUND_A = 1e-300
 
 #: The kinds of ``a`` whose contact on a face slides over their curved surface as they turn, and those of
 #: ``b`` flat at a face's hit.
@@ -107,10 +112,14 @@ def slot_geometry_of(model, q, data, shapes, frames, kinds=None):
         if 2 in kind and (kinds is None or SLIDING in kinds[i]):  # an ap normal turning: less K at b's centre
             nt = na - s[4] * symmetric_mv(s[6:SHAPES], Ra.T @ (cb - oa))
         if kb is None:
-            nb = n
+            Rb, ob, nb = None, None, n
         else:
             Rb, ob = poses[kb]
             cb, nb = Rb.T @ (cb - ob), Rb.T @ n
+        if 1 in kind and (kinds is None or SLIDING in kinds[i]):  # a pb normal turning: less K at a's centre
+            ca = wa + s[0] * n
+            turn = s[3] * s[0] / (s[0] + ROUND_A)
+            nb = nb - turn * symmetric_mv(s[6:SHAPES], ca if kb is None else Rb.T @ (ca - ob))
         normal = nb if kind == (1,) else nt if 1 not in kind else s[3] * nb + (1.0 - s[3]) * nt
         out.append(np.concatenate([p + s[0] * na, s[0:1], cb, s[1:2], normal, s[2:SHAPES]]))
     return np.stack(out)
@@ -188,6 +197,12 @@ def _contact_geometry(Rf, pf, a, b, data, kind, shapes, in_world, all_pb, round_
     turning = np.flatnonzero((kind == 2) & shapes[:, 6:].any(1))  # an ap normal turning: less K at b's centre
     for k, y in zip(turning.tolist(), np.einsum("kji,kj->ki", Ra[turning], (cb - pf[a])[turning])):
         na[k] -= symmetric_mv(shapes[k, 6:], y)
+    turning = np.flatnonzero((kind == 1) & (ra > 0) & shapes[:, 6:].any(1))  # a pb normal: less K at a's centre
+    if turning.size:
+        nb = nb.copy()
+        for k in turning.tolist():
+            ca = wa[k] + ra[k] * n[k]
+            nb[k] -= symmetric_mv(shapes[k, 6:], ca if b[k] < 0 else Rf[b[k]].T @ (ca - pf[b[k]]))
     out[:, 8:11] = nb if all_pb else np.where((kind == 1)[:, None], nb, na)
     return out
 
@@ -219,10 +234,10 @@ def _kinds(scene, q, pair, a, b, Rf, pf, data):
     the frames ``a`` (nc,) and ``b`` (nc,; -1: the world) placed at ``(Rf, pf)``, their slots' ``data``
     (nc, 8) (the witness point of a in its frame's axes at ``data[:, 1:4]``): kind 0 (``pp``), 1
     (``pb``), 2 (``ap``) or 3 (``ll``) of :mod:`~sparsedyn.contact.scene_derivatives`, and the shapes
-    of :func:`slot_shapes` (radii, 0 for a vertex; the kinds' one-hot weights; a curved shape's ``K``
-    on a face, :func:`_sliding`, or turning normal against a sphere, :func:`_turning`; the lines of a
-    ``pp`` or ``ll`` hit, :func:`_featured`); whether every
-    pair of the scene is of kind 1, whether any has a round ``a``."""
+    of :func:`slot_shapes` (radii, 0 for a vertex; the kinds' one-hot weights; the ``K`` of a curved shape's
+    point on a face or of an ellipsoid's normal turning against a sphere in either order,
+    :mod:`~sparsedyn.contact.curved_points`; the lines of a ``pp`` or ``ll`` hit, :func:`_featured`); whether
+    every pair of the scene is of kind 1, whether any has a round ``a``."""
     table = _kind_table(scene)
     rows = table[0][pair]                                        # (a copy: what the hit tells is set below)
     kind = rows[:, 0]
@@ -235,10 +250,16 @@ def _kinds(scene, q, pair, a, b, Rf, pf, data):
             kind[k], rows[k, 7:] = _featured(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], Rb, data[k],
                                              rows[k, :3])
         rows[told, 3:7] = kind[told, None] == _KINDS
-        for k in slide.tolist():                                 # (a sphere b: an ellipsoid's normal turning)
-            ij, pose = scene.index[pair[k]], (Rf[a[k]], pf[a[k]], data[k])
-            rows[k, 7:] = _turning(scene, ij, R, *pose, rows[k, 2]) if scene.shapes[ij[1]].kind == "sphere" else \
-                _sliding(scene, ij, R, p, *pose)
+        for k in slide.tolist():
+            (i, j), pose = scene.index[pair[k]], (Rf[a[k]], pf[a[k]], data[k])
+            wa = pose[0] @ data[k, 1:4] + pose[1]                # (a's witness point)
+            if scene.shapes[j].kind == "sphere":                 # an ellipsoid a's normal turning
+                rows[k, 7:] = turning_normal(scene, i, R, pose[0], data[k], wa, rows[k, 2], -1.0)
+            elif scene.shapes[i].kind == "sphere":               # an ellipsoid b's
+                Rb = np.eye(3) if b[k] < 0 else Rf[b[k]]
+                rows[k, 7:] = turning_normal(scene, j, R, Rb, data[k], wa, rows[k, 1], 1.0)
+            else:
+                rows[k, 7:] = sliding_point(scene, (i, j), R, p, *pose)
     return kind, np.ascontiguousarray(rows[:, 1:]), table[2]    # (contiguous: the compiled kernels' fast path)
 
 
@@ -298,104 +319,21 @@ def _feature(shape, R, p, c):
 _ON_EDGE = 1e-9
 
 
-def _sliding(scene, ij, R, p, Ra, oa, data):
-    """``K`` (6,) ``[K_xx, K_yy, K_zz, K_xy, K_xz, K_yz]`` of the hit ``data`` (a slot's, of frame ``a`` placed at
-    ``(Ra, oa)``) of the shape ``ij[0]`` (an ellipsoid or a cylinder) on the shape ``ij[1]`` (shapes placed at
-    ``(R, p)``): where the hit is on a face of the shape and is a's support point along ``-n``
-    (:func:`_support`), that point's derivative in the normal, both in a's axes; zero elsewhere (an edge or a
-    point of the shape, a cylinder's other rim points or its flat face: its point held)."""
-    i, j = ij
-    n = data[4:7]
-    wa = Ra @ data[1:4] + oa
-    if not _on_face(scene, j, R[j], p[j], wa - (n @ wa - data[7]) * n, n):
-        return 0.0
-    shape = scene.shapes[i]
-    x, D = _support(shape.kind, np.asarray(shape.size, float), -R[i].T @ n, R[i].T @ (wa - p[i]))
-    if D is None or np.abs(x - R[i].T @ (wa - p[i])).max() > _SUPPORT_OFF * max(shape.size):
-        return 0.0
-    B = Ra.T @ R[i]
-    return (-B @ D @ B.T)[[0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2]]  # (the support along -n: d/dn = -d/dm)
-
-
-def _turning(scene, ij, R, Ra, oa, data, rb):
-    """``K`` (6,) of the hit ``data`` (a slot's, of frame ``a`` placed at ``(Ra, oa)``) of the ellipsoid
-    ``ij[0]`` against the sphere ``ij[1]`` of radius ``rb`` (shapes turned by ``R``): how the normal
-    (from the sphere, in a's axes) turns as the sphere's centre moves in a's axes, ``-B A B^T`` (``A`` of
-    :func:`~sparsedyn.contact.ellipsoid.normal_turning` at the hit, ``B`` the ellipsoid's axes in a's)."""
-    i, n = ij[0], data[4:7]
-    t = n @ (Ra @ data[1:4] + oa) - data[7] + rb                # (the sphere's centre from the surface)
-    B = Ra.T @ R[i]
-    K = -B @ normal_turning(np.asarray(scene.shapes[i].size, float), -R[i].T @ n, t) @ B.T
-    return K[[0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2]]
-
-
-#: A cylinder's rim point moves with the normal where the normal is this far from its axis at least (nearer,
-#: the cylinder stands on its face: its points are held).
+#: Two lines cross where the sine of their angle is this at least (nearer parallel, their point is held).
 _TILTED = 1e-3
-
-#: A hit's normal is a face's where they differ by this at most: the collision's accuracy (exact closed
-#: forms; coal's GJK to its tolerance, 1e-11), far below the angle between two faces of a box or a field.
-_SAME_NORMAL = 1e-9
-
-#: A hit is a curved shape's support point where its witness lies within this fraction of the shape's size
-#: of it: coal's GJK leaves the witness on a curved surface off by about 1e-6 m (the square root of its
-#: tolerance), a cylinder's other rim points lie a radius away.
-_SUPPORT_OFF = 1e-4
-
-
-def _support(kind, size, m, x):
-    """``(s, D)``: the support point ``s`` (3,) along ``m`` (3,) of an ellipsoid (semi-axes ``size``) or a
-    cylinder (``(radius, length)`` along z: the rim of the cap on the side of the point ``x``) about its
-    centre, its axes, and its derivative ``D = ds/dm`` (3, 3) on the sphere of directions: the ellipsoid's
-    :func:`~sparsedyn.contact.ellipsoid.ellipsoid_support`, the rim's ``r (P - u u^T) / |P m|`` (``P`` the
-    projection on the rim's plane, ``u = P m / |P m|``); ``D`` None for a cylinder standing on its face."""
-    if kind == "ellipsoid":
-        return ellipsoid_support(size, m)
-    Pm = np.array([m[0], m[1], 0.0])
-    L = np.linalg.norm(Pm)
-    if L < _TILTED * np.linalg.norm(m):
-        return None, None
-    u = Pm / L
-    return size[0] * u + np.copysign(size[1] / 2, x[2]) * np.array([0, 0, 1.0]), \
-        size[0] * (np.diag([1.0, 1.0, 0.0]) - np.outer(u, u)) / L
-
-
-def _on_face(scene, j, R, p, x, n):
-    """Whether the world point ``x`` with the normal ``n`` (world) is on a face of the shape ``j`` placed
-    at ``(R, p)``: a plane's anywhere, a box's where ``n`` is one of its axes, a height field's where
-    ``n`` is the normal of the triangle under ``x``."""
-    shape, nl = scene.shapes[j], R.T @ n
-    if shape.kind == "box":
-        return bool(np.abs(nl).max() >= 1.0 - _SAME_NORMAL)
-    if shape.kind == "hfield":
-        normals = _field_normals(scene, j)
-        (sx, sy), (nrow, ncol) = shape.size[:2], normals.shape[:2]
-        fx, fy = (R.T @ (x - p))[:2] / (2 * sx, 2 * sy) * (ncol, nrow) + (ncol / 2, nrow / 2)
-        c, r = min(max(int(fx), 0), ncol - 1), min(max(int(fy), 0), nrow - 1)
-        below = fx - c >= fy - r                                 # below the cell's diagonal: its first triangle
-        return bool(np.abs(normals[r, c, 0 if below else 1] - nl).max() <= _SAME_NORMAL)
-    return shape.kind == "plane"
-
-
-def _field_normals(scene, j):
-    """The unit normals (nrow - 1, ncol - 1, 2, 3) of the height field shape ``j``'s triangles per cell (its
-    frame's axes, up), kept in ``scene.cache``."""
-    def make():
-        shape = scene.shapes[j]
-        N = triangle_normals(hfield_triangles(shape.size, shape.heights))
-        return N.reshape(shape.heights.shape[0] - 1, shape.heights.shape[1] - 1, 2, 3)
-    return remembered(scene, "hfield normals", j, make)
 
 
 def slot_kinds(scene, frames):
     """Per slot of the layout ``frames`` (the slot frames of a step in ``scene``) the kinds of contact it may
-    hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, and :data:`SLIDING` where a ``pb`` contact
-    may slide or an ``ap`` normal turn; :mod:`~sparsedyn.contact.scene_derivatives`): a slot of one frame holds
+    hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, and :data:`SLIDING` where a ``pb``
+    contact may slide or its normal or an ``ap`` normal turn; :mod:`~sparsedyn.contact.scene_derivatives`):
+    a slot of one frame holds
     the robot's hits of world shapes, one of two frames those of two robot shapes (a scene pair is a robot
     shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give (spheres, capsules
     and boxes: those of the features each may touch with, :func:`_featured`; two boxes also ``pb`` or ``ap``
     where their lines are parallel; an ellipsoid or a cylinder on a plane, a box or a height field: ``pb``
-    sliding; an ellipsoid against a sphere: ``ap`` turning), and ``pb`` (a free slot's).  The ``kinds`` of
+    sliding; an ellipsoid against a sphere: ``ap`` turning; a sphere against an ellipsoid: ``pb`` turning),
+    and ``pb`` (a free slot's).  The ``kinds`` of
     :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` for the scene's steps."""
     world, robot = _kind_table(scene)[3]
     return remembered(scene, "slot kinds per layout", frames,
@@ -416,6 +354,14 @@ def told_at_hit(scene, pair, q=None, slots=None, kinds=False) -> bool:
     if q is None or table[4][pair].any() and not kinds or (table[0][pair, 0] < 0).any():     # sliding; two boxes
         return True
     return not _own_features(scene, q, pair, slots)
+
+
+def kinds_fixed(scene, pair) -> bool:
+    """Whether each contact of the scene pairs ``pair`` (intp array) is of its pair's own kind at every state
+    (none a pair of boxes or told by its features): a sliding point's or a turning normal's ``K`` alone may
+    be told at the hit."""
+    table = _kind_table(scene)
+    return not (table[1] and (table[6][pair].any() or (table[0][pair, 0] < 0).any()))
 
 
 def _own_features(scene, q, pair, slots):
@@ -531,10 +477,10 @@ def _pair_kinds(scene):
     it (-1 for two boxes: a corner of either), the radii of its round shapes, the kind's one-hot weights and a
     zero ``K``; whether some pair's shapes are told at the hit (a pair of spheres, capsules and boxes with a
     capsule or a box, whose hits' kinds are their features', or a curved ``a`` that may slide on a face of
-    ``b`` or turn its normal against a sphere), whether every pair is of kind 1 (none told by its features),
-    whether any pair's ``a`` is round; the kinds a slot of one frame and one of two may hold
-    (:func:`slot_kinds`); which pairs slide, which tell their shapes at the hit, which by their features
-    (:func:`_featured`)."""
+    ``b`` or turn its normal against a sphere, or a sphere whose normal turns over an ellipsoid ``b``), whether
+    every pair is of kind 1 (none told by its features), whether any pair's ``a`` is round; the kinds a slot of
+    one frame and one of two may hold (:func:`slot_kinds`); which pairs slide or turn (their ``K`` told at the
+    hit), which tell their shapes at the hit, which by their features (:func:`_featured`)."""
     P = len(scene.index)
     kind, ra, rb = np.ones(P, int), np.zeros(P), np.zeros(P)
     sliding, featured, may = np.zeros(P, bool), np.zeros(P, bool), []
@@ -542,7 +488,7 @@ def _pair_kinds(scene):
         a, b = scene.shapes[i], scene.shapes[j]
         ra[k] = a.size[0] if a.kind in ROUND else 0.0
         rb[k] = b.size[0] if b.kind in ROUND else 0.0
-        sliding[k] = a.kind in _CURVED and b.kind in _FLAT or (a.kind, b.kind) == ("ellipsoid", "sphere")
+        sliding[k] = a.kind in _CURVED and b.kind in _FLAT or {a.kind, b.kind} == {"ellipsoid", "sphere"}
         featured[k] = a.kind in _FEATURED and b.kind in _FEATURED and not a.kind == b.kind == "sphere"
         if a.kind in ROUND and b.kind in ROUND:
             kind[k] = 0
