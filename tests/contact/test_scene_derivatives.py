@@ -149,6 +149,10 @@ LOG = sd.Shape("capsule", (0.05, 0.6), placement=(_turn(1, np.pi / 2), [0, 0, 0.
 RIDGE = sd.Shape("box", (0.2, 0.6, 0.2), placement=(_turn(1, np.pi / 4), [0, 0, 0.3]), name="ridge")
 GLOBE = sd.Shape("sphere", (0.1,), placement=(np.eye(3), [0, 0, 0.3]), name="globe")
 
+#: A world cylinder lying along y (a drum: a ball on its side) and one standing (a post: a ball on its cap).
+DRUM = sd.Shape("cylinder", (0.1, 0.6), placement=(_turn(0, np.pi / 2), [0, 0, 0.3]), name="drum")
+POST = sd.Shape("cylinder", (0.1, 0.6), placement=(np.eye(3), [0, 0, 0.0]), name="post")
+
 #: A world ellipsoid, turned (its normal under a ball turns as the ball rolls over it).
 WORLD_EGG = sd.Shape("ellipsoid", EGG, placement=(_turn(0, 0.7) @ _turn(1, 0.4), [0, 0, 0.3]), name="world egg")
 
@@ -198,7 +202,10 @@ CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_ta
          "forearm across torso": _forearm_across_torso,
          "egg on globe": lambda: _touching("ellipsoid", EGG, GLOBE, _turn(0, 0.7) @ _turn(1, 0.4), (0.06, 0.02, 0)),
          "ball on egg": lambda: _touching("sphere", (0.05,), WORLD_EGG, np.eye(3)),
-         "ball on egg, egg on floor": _ball_on_egg_egg_on_floor}
+         "ball on egg, egg on floor": _ball_on_egg_egg_on_floor,
+         "ball on drum": lambda: _touching("sphere", (0.05,), DRUM, np.eye(3)),
+         "ball on post": lambda: _touching("sphere", (0.05,), POST, np.eye(3)),
+         "wheel on globe": lambda: _touching("cylinder", WHEEL, GLOBE, _turn(0, np.pi / 2), (-0.02, -0.015, 0))}
 
 
 @pytest.fixture
@@ -267,7 +274,8 @@ SLOT_KINDS = {"ball": (1,), "hand on torso": (0, 1, 2), "box on table": (1, 2, 3
               "wheel on floor": (1, SLIDING), "wheel tilted on ramp": (1, SLIDING),
               "capsule across log": (0, 1, 3), "box edge across ridge": (1, 2, 3), "ball on ridge's edge": (0, 1),
               "box corner on log": (0, 1, 2, 3), "forearm across torso": (0, 1, 2, 3), "egg on globe": (1, 2, SLIDING),
-              "ball on egg": (1, SLIDING), "ball on egg, egg on floor": (1, SLIDING)}
+              "ball on egg": (1, SLIDING), "ball on egg, egg on floor": (1, SLIDING), "ball on drum": (0, 1),
+              "ball on post": (0, 1), "wheel on globe": (0, 1, 2)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -23,10 +23,16 @@ BALL = sd.Shape("sphere", (0.1,), placement=(np.eye(3), [1.0, 0, 0.1]), name="ba
 BLOCK = sd.Shape("box", (0.4, 0.4, 0.1), placement=(np.eye(3), [-1.0, 0, 0.05]), name="block")
 FLOOR = sd.Shape("plane", name="floor")
 LOG = sd.Shape("capsule", (0.05, 0.6), placement=(np.eye(3), [0, 1.0, 0.05]), name="log")
+DRUM = sd.Shape("cylinder", (0.1, 0.6), name="drum")
 
 
 def _ball_model():
     g = sd.Geometry("ball", 0, sd.spatial.Transform(np.eye(3), np.zeros(3)), "sphere", (SIDE / 2,), "collision")
+    return box_model(geometry=False).with_geometry(g)
+
+
+def _cylinder_model():
+    g = sd.Geometry("wheel", 0, Transform(np.eye(3), np.zeros(3)), "cylinder", (0.1, 0.04), "collision")
     return box_model(geometry=False).with_geometry(g)
 
 
@@ -57,6 +63,8 @@ EGG = sd.Shape("ellipsoid", (0.12, 0.08, 0.05), placement=(TURNED.E, [0.1, -0.3,
     (_egg_model, [FLOOR], (1, SLIDING)),             # an ellipsoid on a plane: pb, sliding
     (_egg_model, [BLOCK, BALL], (1, 2, SLIDING)),    # on a box's face sliding; against a sphere: ap
     (_ball_model, [EGG], (1, SLIDING)),              # a sphere against an ellipsoid: pb, its normal turning
+    (_ball_model, [DRUM], (0, 1)),                   # a sphere on a cylinder's cap pb, on its side pp
+    (_cylinder_model, [BALL], (0, 1, 2)),            # a cylinder's cap on a sphere ap, its side pp
 ])
 def test_a_slots_kinds_are_its_pairs_kinds(model, world, want):
     """One-frame slots (the robot against the world) take the kinds of the world pairs; a slot of two
@@ -122,6 +130,19 @@ def test_a_capsules_feature_is_its_side_or_its_end():
     assert _feature(LOG, R, p, p - 0.3 * R[:, 2]) == (0, None) and _feature(BALL, R, p, p) == (0, None)
 
 
+@pytest.mark.parametrize("local, want", [
+    ([0.06, 0.08, 0.2], 1),                          # on its side (radius 0.1): its axis
+    ([0.03, -0.04, 0.3], 2),                         # on its cap: a face
+    ([-0.06, 0.08, -0.3], 3),                        # on a rim: a curve (held)
+])
+def test_a_cylinders_feature_is_its_side_its_cap_or_its_rim(local, want):
+    """A cylinder's witness point is a line (its side: the axis, the contact a radius away) inside its
+    length, a face on a cap off the rim, and its rim (a curve, held) on both."""
+    R, p = np.array([[0.0, 0, 1], [0, 1, 0], [-1, 0, 0]]), np.array([0.1, 0.2, 0.3])
+    kind, e = _feature(DRUM, R, p, p + R @ np.array(local))
+    assert kind == want and (np.array_equal(e, R[:, 2]) if want == 1 else e is None)
+
+
 def _capsule_model(turn):
     g = sd.Geometry("rod", 0, Transform(turn, np.zeros(3)), "capsule", (0.02, 0.4), "collision")
     return box_model(geometry=False).with_geometry(g)
@@ -146,8 +167,8 @@ def test_two_capsules_crossing_are_two_lines_and_parallel_ones_their_pairs_own(a
     assert abs(hits.distances[0] - 0.002) <= eps
     wa = hits.witness_a[0]
     data = np.concatenate([[MU_ANY], Rf[0].T @ (wa - pf[0]), hits.normals[0], [hits.witness_b[0] @ hits.normals[0]]])
-    kind, K = _featured(scene, scene.index[0], R, p, Rf[0], pf[0], np.eye(3), data, np.array([0, 0.02, 0.05]))
-    assert kind == want
+    kind, K, radii = _featured(scene, scene.index[0], R, p, Rf[0], pf[0], np.eye(3), data, np.array([0, 0.02, 0.05]))
+    assert kind == want and radii == (0.02, 0.05)                # (two capsules: their radii)
     if want == 3:
         ea, eb = Rf[0] @ K[0:3], K[3:6]
         assert np.allclose(ea, [c, s, 0] if ea[0] > 0 else [-c, -s, 0], atol=eps)

@@ -45,12 +45,13 @@ def _tilted_box():
 SCENES = dict(CASES, **{"hand on torso, gravity": _hand_with_gravity, "box on floor": _box_on_floor,
                         "tilted box, free slots": _tilted_box})
 #: Those whose shapes are told at q (a pair of boxes, an ellipsoid or a cylinder on a face, an ellipsoid
-#: and a sphere, a sphere, a capsule or a box touching with another feature than its pair's own: an
-#: edge, a capsule's side): the Python road lays them out.  (The hand on the torso's face is its pair's
+#: and a sphere, a sphere, a capsule, a box or a cylinder touching with another feature than its pair's own:
+#: an edge, a capsule's or a cylinder's side): the Python road lays them out.  (The hand on the torso's face is its pair's
 #: own: the native road.)
 TOLD = ("box on table", "box pressed into table", "egg on floor", "egg on ramp", "egg on table", "wheel on floor",
         "wheel tilted on ramp", "capsule across log", "box edge across ridge", "ball on ridge's edge",
-        "box corner on log", "forearm across torso", "egg on globe", "ball on egg", "ball on egg, egg on floor")
+        "box corner on log", "forearm across torso", "egg on globe", "ball on egg", "ball on egg, egg on floor",
+        "ball on drum", "wheel on globe")
 #: Of those, the ones whose kinds are their pairs' own, their sliding or turning point's ``K`` alone told at q
 #: (an ellipsoid or a cylinder on a face, an ellipsoid and a sphere): their derivatives' fused road puts
 #: each state's shapes in its parameters.

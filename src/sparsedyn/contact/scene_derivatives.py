@@ -42,14 +42,15 @@ sphere, a capsule's end or a box's vertex, a box's edge against a sphere or a ca
 point nearest the other centre (``e`` zero for a point); in ``ll``, ``x_a`` is a's line's point nearest b's
 line.  The rows are those of ``a``'s point at ``x`` relative to ``b``'s point there, in the contact frame of
 ``n`` (:func:`~sparsedyn.contact.friction_problem.plane_basis`).  Points (a sphere, a capsule's end, a box's
-or a mesh's vertex) on a plane or a face, a sphere or a capsule's end against a sphere, a capsule's side or a
-box's edge, a box's vertex against a sphere or a capsule's side, lines (a capsule's side, a box's edge)
-crossing, an ellipsoid or a cylinder's rim on a plane or a face, and an ellipsoid and a sphere in either order
-move so exactly; a mesh's or a field's edge, a mesh's vertex against a sphere or a capsule, an ellipsoid's or
-a cylinder's point against an edge or a vertex and a cylinder's against a sphere are held at the point
-found at ``q`` (their contact point slides on the shape as it turns), as are two parallel lines (a capsule
-lying on a face or along another: its witness point is one of many).  A free slot has the
-geometry of a vertex on a plane below it (its rows finite; it is open).
+or a mesh's vertex) on a plane or a face (a cylinder's cap too), a sphere or a capsule's end against a sphere,
+a capsule's or a cylinder's side or a box's edge (a cylinder's side is its axis a radius away), a box's vertex
+against a sphere or a capsule's side, lines (a capsule's side, a box's edge) crossing, an ellipsoid or a
+cylinder's rim on a plane or a face, and an ellipsoid and a sphere in either order move so exactly; a mesh's
+or a field's edge, a mesh's vertex against a sphere or a capsule, an ellipsoid's or a cylinder's point
+against an edge or a vertex and a cylinder's rim against a sphere are held at the point found at ``q`` (their
+contact point slides on the shape as it turns), as are two parallel lines (a capsule lying on a face or along
+another: its witness point is one of many).  A free slot has the geometry of a vertex on a plane below it (its
+rows finite; it is open).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ ROUND_A = 1e-300
 _CURVED, _FLAT = ("ellipsoid", "cylinder"), ("plane", "box", "hfield")
 
 #: The kinds of shapes whose hits are told by their features at the hit (a point, a line or a face each:
-#: :func:`_feature`), where one of them is a capsule or a box.
+#: :func:`_feature`), where one of them is a capsule or a box (and a cylinder against a sphere).
 _FEATURED = ("sphere", "capsule", "box")
 
 #: The width of a slot's shapes ``[r_a, r_b, w_pp, w_pb, w_ap, w_ll, K (6)]`` (:func:`slot_shapes`).
@@ -247,8 +247,8 @@ def _kinds(scene, q, pair, a, b, Rf, pf, data):
         R, p = placements(scene, q) if told.size or slide.size else (None, None)
         for k in told.tolist():
             Rb = np.eye(3) if b[k] < 0 else Rf[b[k]]
-            kind[k], rows[k, 7:] = _featured(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], Rb, data[k],
-                                             rows[k, :3])
+            kind[k], rows[k, 7:], rows[k, 1:3] = _featured(scene, scene.index[pair[k]], R, p, Rf[a[k]], pf[a[k]], Rb,
+                                                           data[k], rows[k, :3])
         rows[told, 3:7] = kind[told, None] == _KINDS
         for k in slide.tolist():
             (i, j), pose = scene.index[pair[k]], (Rf[a[k]], pf[a[k]], data[k])
@@ -264,13 +264,14 @@ def _kinds(scene, q, pair, a, b, Rf, pf, data):
 
 
 def _featured(scene, ij, R, p, Ra, oa, Rb, data, pair_row):
-    """``(kind, K (6,))`` of the hit ``data`` (a slot's, of frames ``a`` and ``b`` turned by ``Ra``,
-    ``Rb``, a's origin at ``oa``) of the shape ``ij[0]`` on ``ij[1]`` (spheres, capsules or boxes, placed
-    at ``(R, p)``), from the features of each at the hit (:func:`_feature`): a point on a face ``pb``,
-    a face on a point ``ap``, two points or a point and a line ``pp`` (the line's direction in ``K``:
-    a's in its frame's axes ``K[0:3]``, b's ``K[3:6]``), two lines crossing ``ll`` (``e_b`` signed so
-    that ``e_a x e_b`` is along the normal); else the pair's own kind ``pair_row[0]`` (two boxes: a's
-    corner on b ``pb``, else ``ap``) with its point held (parallel lines, an edge on a face)."""
+    """``(kind, K (6,), (r_a, r_b))`` of the hit ``data`` (a slot's, of frames ``a`` and ``b`` turned by
+    ``Ra``, ``Rb``, a's origin at ``oa``) of the shape ``ij[0]`` on ``ij[1]`` (spheres, capsules or boxes,
+    or a cylinder and a sphere, placed at ``(R, p)``), from the features of each at the hit
+    (:func:`_feature`): a point on a face ``pb``, a face on a point ``ap``, two points or a point and a line
+    ``pp`` (the line's direction in ``K``: a's in its frame's axes ``K[0:3]``, b's ``K[3:6]``; a cylinder's
+    side its axis, its radius the contact's), two lines crossing ``ll`` (``e_b`` signed so that ``e_a x
+    e_b`` is along the normal); else the pair's own kind ``pair_row[0]`` (two boxes: a's corner on b
+    ``pb``, else ``ap``) with its point held (parallel lines, an edge on a face, a cylinder's rim)."""
     i, j = ij
     n, ra, rb = data[4:7], pair_row[1], pair_row[2]
     wa = Ra @ data[1:4] + oa
@@ -281,33 +282,39 @@ def _featured(scene, ij, R, p, Ra, oa, Rb, data, pair_row):
         kind = None                                              # a box's corner on an edge; parallel lines
     if kind is None:
         if pair_row[0] >= 0:
-            return pair_row[0], K
-        return (1 if _corner(scene.shapes[i], R[i], p[i], wa) else 2), K
+            return pair_row[0], K, (ra, rb)
+        return (1 if _corner(scene.shapes[i], R[i], p[i], wa) else 2), K, (ra, rb)
     if kind in (0, 3):
         if kind == 3 and np.cross(ea, eb) @ n < 0:
             eb = -eb
         K[0:3] = 0.0 if ea is None else Ra.T @ ea
         K[3:6] = 0.0 if eb is None else Rb.T @ eb
-    return kind, K
+    if kind == 0:                                                # a cylinder's side: its axis, a radius away
+        ra, rb = (scene.shapes[x].size[0] if scene.shapes[x].kind == "cylinder" else r for x, r in ((i, ra), (j, rb)))
+    return kind, K, (ra, rb)
 
 
 #: The kind of a hit of two features (0 a point, 1 a line, 2 a face: :func:`_feature`) of ``a`` and ``b``;
-#: the others (a line or a face on a face) hold their point.
+#: the others (a line or a face on a face, a cylinder's rim: 3) hold their point.
 _FEATURE_KINDS = {(0, 0): 0, (0, 1): 0, (1, 0): 0, (1, 1): 3, (0, 2): 1, (2, 0): 2}
 
 
 def _feature(shape, R, p, c):
-    """``(feature, e)`` of a sphere, a capsule or a box placed at ``(R, p)`` whose centre or point at a hit
-    is ``c`` (world; a round shape's: its witness point moved a radius inwards): 0 a point (a sphere's
-    centre, a capsule's end, a box's corner), 1 a line along the unit ``e`` (3,) (world; a capsule's
-    side, a box's edge), 2 a face (a box's); ``e`` None but for a line."""
+    """``(feature, e)`` of a sphere, a capsule, a box or a cylinder placed at ``(R, p)`` whose centre or point
+    at a hit is ``c`` (world; a round shape's: its witness point moved a radius inwards): 0 a point (a
+    sphere's centre, a capsule's end, a box's corner), 1 a line along the unit ``e`` (3,) (world; a
+    capsule's side, a box's edge, a cylinder's side: its axis), 2 a face (a box's, a cylinder's cap), 3 a
+    cylinder's rim; ``e`` None but for a line."""
     if shape.kind == "sphere":
         return 0, None
     size = np.asarray(shape.size, float)
     x = R.T @ (c - p)
-    if shape.kind == "capsule":
-        inside = abs(x[2]) < size[1] / 2 - _ON_EDGE * max(1.0, size[1])
-        return (1, R[:, 2]) if inside else (0, None)
+    if shape.kind in ("capsule", "cylinder"):
+        tol = _ON_EDGE * max(1.0, size[0], size[1])
+        if abs(x[2]) < size[1] / 2 - tol:
+            return 1, R[:, 2]
+        return (0, None) if shape.kind == "capsule" else (2, None) if np.hypot(x[0], x[1]) < size[0] - tol else \
+            (3, None)
     at = np.abs(np.abs(x) - size / 2) <= _ON_EDGE * max(1.0, size.max())
     if at.sum() == 2:
         return 1, R[:, int(np.flatnonzero(~at)[0])]
@@ -330,7 +337,8 @@ def slot_kinds(scene, frames):
     a slot of one frame holds
     the robot's hits of world shapes, one of two frames those of two robot shapes (a scene pair is a robot
     shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give (spheres, capsules
-    and boxes: those of the features each may touch with, :func:`_featured`; two boxes also ``pb`` or ``ap``
+    and boxes, a cylinder and a sphere: those of the features each may touch with, :func:`_featured`; two
+    boxes also ``pb`` or ``ap``
     where their lines are parallel; an ellipsoid or a cylinder on a plane, a box or a height field: ``pb``
     sliding; an ellipsoid against a sphere: ``ap`` turning; a sphere against an ellipsoid: ``pb`` turning),
     and ``pb`` (a free slot's).  The ``kinds`` of
@@ -397,7 +405,7 @@ def _own_features(scene, q, pair, slots):
 def _own_feature(scene, q, need, shape, i, frame, Rf, pf, c):
     """Whether the point ``c`` (world, a list) of the shape ``i`` (``shape``: its half sizes, tolerance and
     world placement, None for the robot's, placed from its slot frame ``frame`` at ``(Rf, pf)``) is on a
-    box's face (``need`` 1) or a capsule's end (2)."""
+    box's face (``need`` 1), a capsule's end (2) or a cylinder's cap (3)."""
     half, tol, placed = shape
     if placed is None:                                           # the robot's: its pose in its frame's, kept
         R, o = Rf[frame].tolist(), pf[frame].tolist()
@@ -406,6 +414,8 @@ def _own_feature(scene, q, need, shape, i, frame, Rf, pf, c):
     x = _local(placed, c)
     if need == 2:
         return x[2] >= half[2] - tol
+    if need == 3:
+        return x[2] >= half[2] - tol and x[0] * x[0] + x[1] * x[1] < (half[0] - tol) ** 2
     return _on_a_face(x, half, tol)
 
 
@@ -476,9 +486,11 @@ def _pair_kinds(scene):
     scene pair ``[kind, r_a, r_b, w_pp, w_pb, w_ap, w_ll, K (6)]``, the kind of its hits where the shapes fix
     it (-1 for two boxes: a corner of either), the radii of its round shapes, the kind's one-hot weights and a
     zero ``K``; whether some pair's shapes are told at the hit (a pair of spheres, capsules and boxes with a
-    capsule or a box, whose hits' kinds are their features', or a curved ``a`` that may slide on a face of
-    ``b`` or turn its normal against a sphere, or a sphere whose normal turns over an ellipsoid ``b``), whether
-    every pair is of kind 1 (none told by its features), whether any pair's ``a`` is round; the kinds a slot of
+    capsule or a box, or a cylinder and a sphere, whose hits' kinds are their features', or a curved ``a``
+    that may slide on a face of ``b`` or turn its normal against a sphere, or a sphere whose normal turns over
+    an ellipsoid ``b``), whether
+    every pair is of kind 1 (none told by its features), whether any pair's ``a`` is round (or a cylinder
+    whose side is a radius from its axis); the kinds a slot of
     one frame and one of two may hold (:func:`slot_kinds`); which pairs slide or turn (their ``K`` told at the
     hit), which tell their shapes at the hit, which by their features (:func:`_featured`)."""
     P = len(scene.index)
@@ -489,7 +501,8 @@ def _pair_kinds(scene):
         ra[k] = a.size[0] if a.kind in ROUND else 0.0
         rb[k] = b.size[0] if b.kind in ROUND else 0.0
         sliding[k] = a.kind in _CURVED and b.kind in _FLAT or {a.kind, b.kind} == {"ellipsoid", "sphere"}
-        featured[k] = a.kind in _FEATURED and b.kind in _FEATURED and not a.kind == b.kind == "sphere"
+        featured[k] = a.kind in _FEATURED and b.kind in _FEATURED and not a.kind == b.kind == "sphere" or \
+            {a.kind, b.kind} == {"cylinder", "sphere"}
         if a.kind in ROUND and b.kind in ROUND:
             kind[k] = 0
         elif a.kind in ROUND or b.kind == "plane":
@@ -508,21 +521,25 @@ def _pair_kinds(scene):
                   for side in (True, False))
     table = np.concatenate([np.stack([kind, ra, rb], -1), kind[:, None] == _KINDS, np.zeros((P, 6))], 1)
     told = (kind < 0) | sliding | featured
-    return (table, bool(told.any()), (bool((kind == 1).all() and not featured.any()), bool(ra.any())), kinds,
+    round_a = ra.any() or any(f and scene.shapes[i].kind == "cylinder" for f, i in zip(featured, scene.index[:, 0]))
+    return (table, bool(told.any()), (bool((kind == 1).all() and not featured.any()), bool(round_a)), kinds,
             sliding, told, featured, _own_needs(scene, kind, ra, rb))
 
 
 def _own_needs(scene, kind, ra, rb):
     """``(needs, shapes)``: per scene pair (of kind ``kind`` (P,) and radii ``ra``, ``rb`` (P,)) ``(need,
     (i, j), (r_a, r_b))``, ``need`` per side the feature its own kind holds (0 any, 1 a box's face where
-    the other side is round, 2 a capsule's end where both are: :func:`_own_features`); per shape its half
-    sizes (a box's; a capsule's ``(0, 0, length / 2)``), :func:`_feature`'s tolerance and its placement
-    (lists; None for the robot's)."""
+    the other side is round, 2 a capsule's end where both are, 3 a cylinder's cap against a sphere:
+    :func:`_own_features`); per shape its half sizes (a box's; a capsule's ``(0, 0, length / 2)``, a
+    cylinder's ``(r, r, length / 2)``), :func:`_feature`'s tolerance and its placement (lists; None for the
+    robot's)."""
     shapes = []
     for shape in scene.shapes:
-        size = np.asarray(shape.size, float)
-        half = size / 2 if shape.kind == "box" else (0.0, 0.0, size[1] / 2) if shape.kind == "capsule" else (0.0,) * 3
-        tol = _ON_EDGE * max(1.0, size.max() if shape.kind == "box" else size[1] if shape.kind == "capsule" else 1.0)
+        size, of = np.asarray(shape.size, float), shape.kind
+        half = size / 2 if of == "box" else (0.0, 0.0, size[1] / 2) if of == "capsule" else \
+            (size[0], size[0], size[1] / 2) if of == "cylinder" else (0.0,) * 3
+        tol = _ON_EDGE * max(1.0, size.max() if of == "box" else max(size[0], size[1]) if of in ("capsule", "cylinder")
+                             else 1.0)
         shapes.append((list(half), tol, None if shape.body >= 0 else (shape.R.tolist(), shape.p.tolist())))
     needs = []
     for k, ij in enumerate(scene.index.tolist()):
@@ -532,12 +549,16 @@ def _own_needs(scene, kind, ra, rb):
                 need[side] = 1
             elif scene.shapes[i].kind == "capsule" and kind[k] == 0:
                 need[side] = 2
+            elif scene.shapes[i].kind == "cylinder" and kind[k] == 2 - side and \
+                    scene.shapes[ij[1 - side]].kind == "sphere":
+                need[side] = 3
         needs.append((tuple(need) if any(need) else (), tuple(ij), (float(ra[k]), float(rb[k]))))
     return needs, shapes
 
 
-#: The features a sphere, a capsule and a box may touch with (:func:`_feature`).
-_FEATURES = {"sphere": (0,), "capsule": (0, 1), "box": (0, 1, 2)}
+#: The features a sphere, a capsule, a box and a cylinder (against a sphere; its rim held) may touch with
+#: (:func:`_feature`).
+_FEATURES = {"sphere": (0,), "capsule": (0, 1), "box": (0, 1, 2), "cylinder": (1, 2)}
 
 
 def _corner(shape, R, p, x):
