@@ -20,9 +20,10 @@ from test_slot_modes_native import SCENES
 from sparsedyn.contact import derivative_replay, fused_derivatives, slot_modes_native
 
 #: Scenes on the fused road: per-body slots in order, a two-body contact (the scene's data slots), a
-#: layout with free slots, slots whose ``K`` is told at each state (a sliding point, a turning normal, both).
+#: layout with free slots, slots whose ``K`` is told at each state (a sliding point, a turning normal, both),
+#: a sphere on a cylinder's cap (its pair's own kind, told from the hits' rows: a world cylinder, a robot one).
 FUSED = ("box on floor", "hand on torso, gravity", "tilted box, free slots", "egg on floor", "ball on egg",
-         "ball on egg, egg on floor")
+         "ball on egg, egg on floor", "ball on post", "wheel's cap on globe")
 
 
 def _counting(monkeypatch):

@@ -205,7 +205,8 @@ CASES = {"ball": _ball, "hand on torso": _hand_scene, "box on table": _box_on_ta
          "ball on egg, egg on floor": _ball_on_egg_egg_on_floor,
          "ball on drum": lambda: _touching("sphere", (0.05,), DRUM, np.eye(3)),
          "ball on post": lambda: _touching("sphere", (0.05,), POST, np.eye(3)),
-         "wheel on globe": lambda: _touching("cylinder", WHEEL, GLOBE, _turn(0, np.pi / 2), (-0.02, -0.015, 0))}
+         "wheel on globe": lambda: _touching("cylinder", WHEEL, GLOBE, _turn(0, np.pi / 2), (-0.02, -0.015, 0)),
+         "wheel's cap on globe": lambda: _touching("cylinder", WHEEL, GLOBE, np.eye(3))}
 
 
 @pytest.fixture
@@ -275,7 +276,7 @@ SLOT_KINDS = {"ball": (1,), "hand on torso": (0, 1, 2), "box on table": (1, 2, 3
               "capsule across log": (0, 1, 3), "box edge across ridge": (1, 2, 3), "ball on ridge's edge": (0, 1),
               "box corner on log": (0, 1, 2, 3), "forearm across torso": (0, 1, 2, 3), "egg on globe": (1, 2, SLIDING),
               "ball on egg": (1, SLIDING), "ball on egg, egg on floor": (1, SLIDING), "ball on drum": (0, 1),
-              "ball on post": (0, 1), "wheel on globe": (0, 1, 2)}
+              "ball on post": (0, 1), "wheel on globe": (0, 1, 2), "wheel's cap on globe": (0, 1, 2)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -187,18 +187,22 @@ def _shaped(kind, size):
     return box_model(geometry=False).with_geometry(g)
 
 
-@pytest.mark.parametrize("kind, size", [("sphere", (0.05,)), ("capsule", (0.04, 0.3)), ("box", (0.2, 0.1, 0.15))])
+@pytest.mark.parametrize("kind, size", [("sphere", (0.05,)), ("capsule", (0.04, 0.3)), ("box", (0.2, 0.1, 0.15)),
+                                        ("cylinder", (0.08, 0.2))])
 def test_a_contact_set_is_told_at_its_state_where_a_feature_is_not_its_pairs_own(kind, size):
-    """At random poses of a sphere, a capsule or a box over a turned world box and a world capsule (faces,
-    edges, corners, sides and ends touching), a contact set is told at its state (``told_at_hit`` given
-    ``q`` and the slots) exactly where the kinds found from its features (``slot_shapes``' told road)
-    differ from its pairs' own (the shapes kept per layout: ``slot_geometry``'s weights and ``K``); where
-    its hits' rows tell (``witnesses_tell``), ``own_at_witnesses`` agrees, from those rows alone."""
+    """At random poses of a sphere, a capsule or a box over a turned world box, a world capsule and a world
+    cylinder (faces, edges, corners, sides, ends, caps and rims touching), or of a cylinder over a world
+    sphere, a contact set is told at its state (``told_at_hit`` given ``q`` and the slots) exactly where
+    the kinds found from its features (``slot_shapes``' told road) differ from its pairs' own (the shapes
+    kept per layout: ``slot_geometry``'s weights, radii and ``K``); where its hits' rows tell
+    (``witnesses_tell``), ``own_at_witnesses`` agrees, from those rows alone."""
     from sparsedyn.contact.scene_geometry import _kind_table, own_at_witnesses, slot_geometry, witnesses_tell
     from sparsedyn.contact.scene_step import scene_contacts, scene_slots
     turned = np.array([[0.8, 0.0, 0.6], [0.0, 1.0, 0.0], [-0.6, 0.0, 0.8]])
     world = [sd.Shape("box", (0.3, 0.4, 0.2), placement=(turned, [0, 0, 0]), name="crate"),
-             sd.Shape("capsule", (0.05, 0.5), placement=(turned, [0.6, 0, 0]), name="log")]
+             sd.Shape("capsule", (0.05, 0.5), placement=(turned, [0.6, 0, 0]), name="log"),
+             sd.Shape("cylinder", (0.06, 0.3), placement=(turned.T, [0.3, -0.3, 0]), name="drum")] \
+        if kind != "cylinder" else [sd.Shape("sphere", (0.1,), placement=(np.eye(3), [0.3, 0, 0]), name="ball")]
     model = _shaped(kind, size)
     scene = sd.Scene(model, world=world, margin=0.05)
     rng = np.random.default_rng(3)
@@ -212,7 +216,8 @@ def test_a_contact_set_is_told_at_its_state_where_a_feature_is_not_its_pairs_own
         slots = scene_slots(scene, scene_contacts(scene, q, hits))
         pair = np.asarray(hits.pair, np.intp)
         at = np.arange(len(pair)) if slots.index is None else np.asarray(slots.index)
-        own = np.array_equal(slot_geometry(scene, q, pair, slots)[at, 11:], _kind_table(scene)[0][pair, 3:])
+        geometry, table = slot_geometry(scene, q, pair, slots)[at], _kind_table(scene)[0][pair]
+        own = np.array_equal(geometry[:, 11:], table[:, 3:]) and np.array_equal(geometry[:, [3, 7]], table[:, 1:3])
         assert told_at_hit(scene, pair, q, slots) is (not own)
         seen.add(own)
         if witnesses_tell(scene, pair):

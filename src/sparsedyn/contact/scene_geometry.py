@@ -22,8 +22,7 @@ from .friction_problem import slot_frames
 from .scene_base import remembered
 
 __all__ = ["slot_geometry", "slot_geometry_of", "slot_shapes", "slot_kinds", "told_at_hit", "kinds_fixed",
-           "witnesses_tell",
-           "own_at_witnesses", "in_order", "GEOMETRY", "SHAPES", "KINDS", "SLIDING", "ROUND_A"]
+           "witnesses_tell", "own_at_witnesses", "in_order", "GEOMETRY", "SHAPES", "KINDS", "SLIDING", "ROUND_A"]
 
 #: The width of a slot's geometry (the module docstring of :mod:`~sparsedyn.contact.scene_derivatives`).
 GEOMETRY = 21
@@ -334,14 +333,12 @@ def slot_kinds(scene, frames):
     """Per slot of the layout ``frames`` (the slot frames of a step in ``scene``) the kinds of contact it may
     hold (a sorted tuple of 0 ``pp``, 1 ``pb``, 2 ``ap``, 3 ``ll``, and :data:`SLIDING` where a ``pb``
     contact may slide or its normal or an ``ap`` normal turn; :mod:`~sparsedyn.contact.scene_derivatives`):
-    a slot of one frame holds
-    the robot's hits of world shapes, one of two frames those of two robot shapes (a scene pair is a robot
-    shape and a world shape, or two robot shapes), each of the kinds its pairs' shapes give (spheres, capsules
-    and boxes, a cylinder and a sphere: those of the features each may touch with, :func:`_featured`; two
-    boxes also ``pb`` or ``ap``
-    where their lines are parallel; an ellipsoid or a cylinder on a plane, a box or a height field: ``pb``
-    sliding; an ellipsoid against a sphere: ``ap`` turning; a sphere against an ellipsoid: ``pb`` turning),
-    and ``pb`` (a free slot's).  The ``kinds`` of
+    a slot of one frame holds the robot's hits of world shapes, one of two frames those of two robot shapes
+    (a scene pair is a robot shape and a world shape, or two robot shapes), each of the kinds its pairs'
+    shapes give (spheres, capsules and boxes, a cylinder and a sphere: those of the features each may touch
+    with, :func:`_featured`; two boxes also ``pb`` or ``ap`` where their lines are parallel; an ellipsoid or
+    a cylinder on a plane, a box or a height field: ``pb`` sliding; an ellipsoid against a sphere: ``ap``
+    turning; a sphere against an ellipsoid: ``pb`` turning), and ``pb`` (a free slot's).  The ``kinds`` of
     :func:`~sparsedyn.contact.scene_derivatives.scene_step_partials` for the scene's steps."""
     world, robot = _kind_table(scene)[3]
     return remembered(scene, "slot kinds per layout", frames,
@@ -405,18 +402,14 @@ def _own_features(scene, q, pair, slots):
 def _own_feature(scene, q, need, shape, i, frame, Rf, pf, c):
     """Whether the point ``c`` (world, a list) of the shape ``i`` (``shape``: its half sizes, tolerance and
     world placement, None for the robot's, placed from its slot frame ``frame`` at ``(Rf, pf)``) is on a
-    box's face (``need`` 1), a capsule's end (2) or a cylinder's cap (3)."""
+    box's face (``need`` 1), a capsule's end (2) or a cylinder's cap or rim (3: off its side)."""
     half, tol, placed = shape
     if placed is None:                                           # the robot's: its pose in its frame's, kept
         R, o = Rf[frame].tolist(), pf[frame].tolist()
         c = [R[0][r] * (c[0] - o[0]) + R[1][r] * (c[1] - o[1]) + R[2][r] * (c[2] - o[2]) for r in range(3)]
         placed = remembered(scene, "shape in frame", (i, frame), lambda: _in_frame(scene, q, i, frame))
     x = _local(placed, c)
-    if need == 2:
-        return x[2] >= half[2] - tol
-    if need == 3:
-        return x[2] >= half[2] - tol and x[0] * x[0] + x[1] * x[1] < (half[0] - tol) ** 2
-    return _on_a_face(x, half, tol)
+    return x[2] >= half[2] - tol if need in (2, 3) else _on_a_face(x, half, tol)
 
 
 def _on_a_face(x, half, tol):
@@ -434,33 +427,34 @@ def _local(placed, c):
 def witnesses_tell(scene, pair) -> bool:
     """Whether the hits' rows of contacts of the scene pairs ``pair`` (nc,) tell :func:`own_at_witnesses`:
     none of them a pair of boxes, a sliding point or a feature that needs the bodies' poses (a capsule's
-    end, a robot box as ``b``)."""
+    end, a robot box or cylinder as ``b``)."""
     table = _kind_table(scene)
     if table[4][pair].any() or (table[0][pair, 0] < 0).any():
         return False
     needs, shapes = table[7]
-    return all(need in ((), (1, 0)) or need == (0, 1) and shapes[j][2] is not None
+    return all(need in ((), (1, 0), (3, 0)) or need in ((0, 1), (0, 3)) and shapes[j][2] is not None
                for need, (_, j), _ in (needs[k] for k in pair.tolist()))
 
 
 def own_at_witnesses(scene, pair, rows) -> bool:
     """Whether the contacts of the scene pairs ``pair`` (nc,; :func:`witnesses_tell`) touch with their pairs'
-    own features (a sphere or a capsule on a world box's face, a robot box's face on a round shape: not
+    own features (a sphere or a capsule on a world box's face, a robot box's face on a round shape, a sphere
+    on a cylinder off its side: not
     :func:`told_at_hit` at their state), from their hits' rows (nc, 11) (those of
     :func:`~sparsedyn.collision_candidates_near`: ``[d, x (3), n (3), w_a in a's body axes (3), n . w_b]``),
     placing no body."""
     needs, shapes = _kind_table(scene)[7]
     for k, r in zip(pair.tolist(), rows.tolist()):
         need, (i, j), _ = needs[k]
-        if need == (1, 0):                                       # a robot box's face: a's witness in its body
+        if need in ((1, 0), (3, 0)):                             # a robot box's face: a's witness in its body
             half, tol, _ = shapes[i]
             x = _local((scene.shapes[i].R.tolist(), scene.shapes[i].p.tolist()), r[7:10])
-        elif need == (0, 1):                                     # a world box's face: b's witness
+        elif need in ((0, 1), (0, 3)):                           # a world box's face: b's witness
             half, tol, placed = shapes[j]
             x = _local(placed, [r[1 + m] - r[0] / 2 * r[4 + m] for m in range(3)])
         else:
             continue
-        if not _on_a_face(x, half, tol):
+        if not (_on_a_face(x, half, tol) if 1 in need else x[2] >= half[2] - tol):   # (a cylinder: off its side)
             return False
     return True
 
@@ -529,15 +523,13 @@ def _pair_kinds(scene):
 def _own_needs(scene, kind, ra, rb):
     """``(needs, shapes)``: per scene pair (of kind ``kind`` (P,) and radii ``ra``, ``rb`` (P,)) ``(need,
     (i, j), (r_a, r_b))``, ``need`` per side the feature its own kind holds (0 any, 1 a box's face where
-    the other side is round, 2 a capsule's end where both are, 3 a cylinder's cap against a sphere:
-    :func:`_own_features`); per shape its half sizes (a box's; a capsule's ``(0, 0, length / 2)``, a
-    cylinder's ``(r, r, length / 2)``), :func:`_feature`'s tolerance and its placement (lists; None for the
-    robot's)."""
+    the other side is round, 2 a capsule's end where both are, 3 a cylinder's cap or rim (off its side)
+    against a sphere: :func:`_own_features`); per shape its half sizes (a box's; a capsule's or a cylinder's
+    ``(0, 0, length / 2)``), :func:`_feature`'s tolerance and its placement (lists; None for the robot's)."""
     shapes = []
     for shape in scene.shapes:
         size, of = np.asarray(shape.size, float), shape.kind
-        half = size / 2 if of == "box" else (0.0, 0.0, size[1] / 2) if of == "capsule" else \
-            (size[0], size[0], size[1] / 2) if of == "cylinder" else (0.0,) * 3
+        half = size / 2 if of == "box" else (0.0, 0.0, size[1] / 2) if of in ("capsule", "cylinder") else (0.0,) * 3
         tol = _ON_EDGE * max(1.0, size.max() if of == "box" else max(size[0], size[1]) if of in ("capsule", "cylinder")
                              else 1.0)
         shapes.append((list(half), tol, None if shape.body >= 0 else (shape.R.tolist(), shape.p.tolist())))
