@@ -41,8 +41,9 @@ KINDS, _KINDS = (0, 1, 2, 3), np.arange(4)
 #: geometry's ``K`` is used.
 SLIDING = 4
 
-#: ``r_a / (r_a + ROUND_A)`` is 1 for a sphere (exactly: any radius above 1e-280 m) and 0 for a vertex: which of
-#: a sliding ``pb`` slot's terms its ``K`` is (a vertex's point sliding, a sphere's normal turning), as data.
+#: Which of a sliding ``pb`` slot's terms its ``K`` is, told by the data (a sphere's normal turning where
+#: ``r_a / (r_a + ROUND_A)`` is 1, exactly so for any radius above 1e-280 m, a vertex's point sliding where it
+#: is 0).
 ROUND_A = 1e-300
 
 #: The kinds of ``a`` whose contact on a face slides over their curved surface as they turn, and those of
