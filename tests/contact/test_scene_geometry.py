@@ -3,11 +3,11 @@ contact a slot may hold, from the kinds of its scene's shape pairs, derived by h
 round shapes, or a point and a line; 1 ``pb``: a point of ``a`` on ``b``'s surface (``a`` round or ``b`` a
 plane); 2 ``ap``: ``b`` round; 3 ``ll``: two lines, a capsule's side or a box's edge each; two boxes: a corner
 of either, so ``pb`` or ``ap``, or two edges; an ellipsoid on a plane, a box or a height field: ``pb``
-sliding; a sphere against an ellipsoid ``pb`` turning; every slot also ``pb``,
-a free slot's), a sphere's, a capsule's and a box's features at a point and the kind of two capsules' hit
-by hand.  The curvatures themselves are tested in tests/contact/test_curved_points.py.
-The geometry itself is compared with the compiled kernel's and differentiated in
-tests/contact/test_scene_derivatives.py."""
+sliding; a sphere against an ellipsoid ``pb`` turning; a sphere and a cylinder: its side a line, its cap a
+face; every slot also ``pb``, a free slot's), a sphere's, a capsule's, a box's and a cylinder's features at a
+point and the kind of two capsules' hit by hand, and where a contact set's kinds are told at its state (random
+poses).  The curvatures themselves are tested in tests/contact/test_curved_points.py, the geometry compared
+with the compiled kernel's and differentiated in tests/contact/test_scene_derivatives.py."""
 
 import numpy as np
 import pytest
