@@ -12,7 +12,7 @@ import sparsedyn as sd
 import sparsedyn.contact.friction as friction
 import sparsedyn.contact.scene_data as scene_data
 import sparsedyn.contact.scene_fused as scene_fused
-from test_box_box_native import _stack
+from test_box_box_native import _stack, _stack_by_a_post
 from test_box_box_road import _poses
 from test_box_box_step import _turned_stack
 from test_scene_fused import _box_on_box
@@ -107,3 +107,22 @@ def test_a_nan_velocity_is_named_as_on_the_python_road(monkeypatch):
         count = _spied(monkeypatch)
         got, one = _one_call(count, lambda: sd.contact_step(model, q, v, tau, scene, DT))
         assert one and _same(got, _python_road(monkeypatch, model, q, v, tau, scene, DT))
+
+
+def test_a_step_with_pairs_for_coal_beside_box_pairs_is_the_python_roads(monkeypatch):
+    """The stacked cubes by a world post (a box and a cylinder: coal's closest pair): the call's stages
+    cannot hold coal's queries, so each step's rows are found from Python (the four calls, then the
+    post's pairs within their look-ahead) and handed to the step's call: the Python road's bit for bit."""
+    scene, runs = _stack_states(_stack_by_a_post)
+    model = scene.model
+    with sd.use_backend("native", deterministic=True):
+        for q, v, tau in runs:
+            sd.contact_step(model, q, v, tau, scene, DT)
+        count, touched = _spied(monkeypatch), 0
+        for q, v, tau in runs:
+            seen = dict(count)
+            got = sd.contact_step(model, q, v, tau, scene, DT)
+            assert count["rows"] - seen["rows"] == 1 and count["general"] == seen["general"]
+            assert _same(got, _python_road(monkeypatch, model, q, v, tau, scene, DT))
+            touched += any("post" in pair for pair in sd.collide(scene, q).pairs)
+    assert touched >= 2                                 # (the lower cube against the post)

@@ -92,6 +92,14 @@ def _stack():
     return sd.Scene(model, world=[sd.Shape("plane", name="floor"), table])
 
 
+def _stack_by_a_post():
+    """:func:`_stack` with a world cylinder (a post, radius 0.05 m) standing against the lower cube's side:
+    its pairs with the cubes are coal's (a box and a cylinder), their rows from the routine's look-ahead."""
+    scene = _stack()
+    post = sd.Shape("cylinder", (0.05, 0.6), placement=(np.eye(3), [0.16, 0.0, 0.3]), name="post")
+    return sd.Scene(scene.model, world=[*scene.shapes[len(scene.model.geometry("collision")):], post])
+
+
 def test_collide_on_a_stack_of_boxes_is_the_numpy_road():
     scene = _stack()
     rng = np.random.default_rng(9)

@@ -1,7 +1,8 @@
-"""collide's road for scenes of the collision kernel's pairs and pairs of two boxes
-(sparsedyn.contact.box_box_road): its hits are the general road's bit for bit (the same routine on
-the same poses) and the NumPy road's to rounding, and at rest the hand-derived ones; a step's rows
-from its gathered poses are the placements' bit for bit, and so is the step."""
+"""collide's road for scenes of the collision kernel's pairs and pairs of two boxes, with or without
+pairs for coal beside them (sparsedyn.contact.box_box_road): its hits are the general road's bit for
+bit (the same routine and queries on the same poses) and the NumPy road's to rounding, and at rest the
+hand-derived ones; a step's rows from its gathered poses are the placements' bit for bit, and so is the
+step."""
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from conftest import rounding_bound
 from sparsedyn.contact.box_box_road import BoxBoxRoad, box_box_road
 from sparsedyn.contact.collision import collide_within
 from sparsedyn.contact.collision_kernel import kernel_plan
-from test_box_box_native import _stack
+from test_box_box_native import _stack, _stack_by_a_post
 
 BOUND = rounding_bound(64)
 
@@ -34,12 +35,15 @@ def _road(scene):
     return None if road is None else road[1]
 
 
-def test_collide_takes_the_road_and_its_hits_are_the_general_roads_bit_for_bit():
-    scene = _stack()
+@pytest.mark.parametrize("post", [False, True])
+def test_collide_takes_the_road_and_its_hits_are_the_general_roads_bit_for_bit(post):
+    """The stacked cubes, and beside a world post (a box and a cylinder: coal's closest pair, its rows the
+    road's last, from the same query as the general road's)."""
+    scene = _stack_by_a_post() if post else _stack()
     with sd.use_backend("native", deterministic=True):
         poses = _poses(np.random.default_rng(3), 30)
         sd.collide(scene, poses[0]), sd.collide(scene, poses[0])     # (the native calls, then the road, built)
-        assert isinstance(_road(scene), BoxBoxRoad)
+        assert isinstance(_road(scene), BoxBoxRoad) and len(_road(scene).hulls) == (2 if post else 0)
         seen = set()
         for q in poses:
             got, want = sd.collide(scene, q), collide_within(scene, q, None)
@@ -52,7 +56,7 @@ def test_collide_takes_the_road_and_its_hits_are_the_general_roads_bit_for_bit()
             for a, b in zip(got[1:4], slow[1:4]):
                 assert np.abs(a - b).max(initial=0.0) <= BOUND
             seen |= set(got.pairs)
-    assert {("low", "table"), ("low", "high")} <= seen
+    assert {("low", "table"), ("low", "high")} | ({("low", "post")} if post else set()) <= seen
 
 
 def test_the_stack_at_rest_has_its_cubes_corners():

@@ -1,9 +1,10 @@
 """A step's candidates in a scene of the collision kernel's pairs and pairs of two boxes in four
 native calls (sparsedyn.contact.box_box_step): the general road's (each pair's look-ahead from
 ``look_ahead.pair_cutoffs``, the pairs' rows from ``scene_data.box_box_rows``, the kernel's
-candidates), the rows to rounding (the same routine on the poses of the native kinematics or of
-NumPy), the look-ahead to the rounding of its few sums; the look-ahead by hand for a cube sliding and turning;
-a velocity the bodies' kernel declines named as on the general road."""
+candidates; beside them a box and a cylinder's closest pair, coal's), the rows to rounding (the same
+routine on the poses of the native kinematics or of NumPy), the look-ahead to the rounding of its few
+sums; the look-ahead by hand for a cube sliding and turning; a velocity the bodies' kernel declines
+named as on the general road."""
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import sparsedyn.contact.box_box_step as box_box_step
 import sparsedyn.contact.scene_data as scene_data
 from conftest import rounding_bound
 from sparsedyn.model.spatial import Transform
-from test_box_box_native import _stack
+from test_box_box_native import _stack, _stack_by_a_post
 from test_box_box_road import _poses
 
 DT = 1e-3
@@ -47,11 +48,11 @@ def _ready(scene):
     return scene_data._mixed_plan(scene)[0]
 
 
-@pytest.mark.parametrize("make", [_stack, _turned_stack])
+@pytest.mark.parametrize("make", [_stack, _turned_stack, _stack_by_a_post])
 def test_the_rows_are_the_general_roads(make, monkeypatch):
     scene = make()
     rng = np.random.default_rng(11)
-    answered = []
+    answered, post = [], 0
     real = box_box_step.box_box_step_rows
     monkeypatch.setattr(scene_data, "box_box_step_rows", lambda *a: answered.append(real(*a)) or answered[-1])
     with sd.use_backend("native", deterministic=True):
@@ -70,7 +71,9 @@ def test_the_rows_are_the_general_roads(make, monkeypatch):
             # |omega|, |v_o|: sums of three squares, then two products and three sums per pair
             assert np.abs(within - want_within).max() <= rounding_bound(8) * want_within.max()
             assert np.count_nonzero(rows[:, 0] < within) >= 4           # the cubes' faces on each other, the table
+            post += int(np.any(rows[np.isin(mixed.pair, mixed.hulls), 0] < within[np.isin(mixed.pair, mixed.hulls)]))
     assert len(answered) == 20 and sum(a is not None for a in answered) == 10      # (the general road's: None)
+    assert (post >= 3) if make is _stack_by_a_post else not len(mixed.hulls)      # (the post within reach)
 
 
 def test_the_look_ahead_by_hand():

@@ -25,7 +25,7 @@ from sparsedyn.contact.collision_kernel import CANDIDATES, kernel_plan
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.friction import _options, _slotted_step
 from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots, scene_step
-from test_collision import SIZES, coal_distance, coal_shape, free_body_scene, random_body_q
+from test_collision import SIZES, coal_distance, coal_shape, free_body_scene, random_body_q, sphere_in_cylinder
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
 KERNEL_PAIRS = [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "sphere"), ("capsule", "capsule"),
@@ -55,18 +55,21 @@ def _ran_native(model):
 #: a sphere or a capsule against a box (either the robot's): a capsule's closest pair, unless an end is as
 #: deep, and its two ends
 BOX_PAIRS = [("sphere", "box"), ("box", "sphere"), ("capsule", "box"), ("box", "capsule")]
+#: a sphere against a cylinder: its closest pair, or from a centre inside the nearer of the side and the caps
+CYLINDER_PAIRS = [("sphere", "cylinder"), ("cylinder", "sphere")]
 
 
-@pytest.mark.parametrize("kind_a, kind_b", KERNEL_PAIRS + BOX_PAIRS)
+@pytest.mark.parametrize("kind_a, kind_b", KERNEL_PAIRS + BOX_PAIRS + CYLINDER_PAIRS)
 def test_native_collide_is_the_numpy_road_and_coals_closest_pair(kind_a, kind_b, native_backend):
     """Random poses of a free body's shape against a world shape (margin 10 m: every candidate is a
-    hit): the kernel's hits are the vectorised road's, the deepest coal's distance and witness points."""
-    rng = np.random.default_rng((KERNEL_PAIRS + BOX_PAIRS).index((kind_a, kind_b)))
+    hit): the kernel's hits are the vectorised road's, the deepest coal's distance and witness points
+    (a sphere's centre inside a cylinder: the distance by hand, where coal's EPA leaves through the side)."""
+    rng = np.random.default_rng((KERNEL_PAIRS + BOX_PAIRS + CYLINDER_PAIRS).index((kind_a, kind_b)))
     scene = free_body_scene(kind_a, kind_b)
     assert kernel_plan(scene).complete
     ga, gb = coal_shape(kind_a, SIZES[kind_a]), coal_shape(kind_b, SIZES[kind_b])
     per = CANDIDATES.get((kind_a, kind_b), CANDIDATES.get((kind_b, kind_a)))
-    counts = set()
+    counts, inside = set(), 0
     for _ in range(30):
         R, p, q = random_body_q(rng, 0.6)
         got = sd.collide(scene, list(q))                                    # a plain list
@@ -74,8 +77,13 @@ def test_native_collide_is_the_numpy_road_and_coals_closest_pair(kind_a, kind_b,
             want = sd.collide(scene, q)
         assert_same_hits(got, want)
         counts.add(len(got.distances))
-        d, res = coal_distance(ga, coal.Transform3s(R, p), gb, coal.Transform3s(np.eye(3), np.zeros(3)))
         k = int(np.argmin(got.distances))
+        by_hand = sphere_in_cylinder(scene.shapes[0], R, p, scene.shapes[1], np.eye(3), np.zeros(3))
+        if by_hand is not None:
+            inside += 1
+            assert abs(got.distances[k] - by_hand) <= _bound(by_hand)
+            continue
+        d, res = coal_distance(ga, coal.Transform3s(R, p), gb, coal.Transform3s(np.eye(3), np.zeros(3)))
         assert abs(got.distances[k] - d) <= 1e-9
         if (kind_a, kind_b) not in (("box", "plane"), ("cylinder", "plane")):   # a corner tie: any of them
             assert np.abs(got.witness_a[k] - res.getNearestPoint1()).max() <= 1e-9
@@ -84,6 +92,7 @@ def test_native_collide_is_the_numpy_road_and_coals_closest_pair(kind_a, kind_b,
         assert {per - 1, per} <= counts <= {1, 2, 3}
     else:
         assert counts == {per}
+    assert inside >= (2 if {kind_a, kind_b} == {"sphere", "cylinder"} else 0)      # (from inside too)
     assert _ran_native(scene.model)
 
 

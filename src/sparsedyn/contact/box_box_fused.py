@@ -71,8 +71,11 @@ def _stages(scene, mixed, poses):
 
 
 def _laid_out(buffers):
-    """``(found, md, last)`` of ``box_box_step_rows``' ``buffers``, or None where a kernel is not built yet."""
-    f, _, _, V, outs, top, kern, rows, within, md, bv, gp, near, kp, _, _, order, last, (plan, buf) = buffers
+    """``(found, md, last)`` of ``box_box_step_rows``' ``buffers``, None where a kernel is not built yet, False
+    where the plan has pairs for coal (their rows come from Python)."""
+    f, _, _, V, outs, top, kern, rows, within, md, bv, gp, near, kp, _, _, order, last, (plan, buf), hulls = buffers
+    if hulls is not None:                               # (coal's pairs: their rows from Python, between the calls)
+        return False
     bk, gk = _kernel(bv, ()), _kernel(gp, ("collision",))
     nk = _kernel(near, (kp.pairs,)) if kern is not None else None
     if bk is None or (outs is not None and gk is None) or (kern is not None and nk is None):

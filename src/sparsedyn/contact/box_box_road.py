@@ -1,5 +1,6 @@
 """:func:`~sparsedyn.collide`'s road, and a step's rows, for a scene whose pairs are all the collision
-kernel's and pairs of two boxes.
+kernel's, pairs of two boxes and pairs of two convex shapes that coal measures (a box or a cylinder
+against a cylinder: :func:`~sparsedyn.contact.hull_pairs.hull_rows`, after the routine, their rows last).
 
 A box resting on a box (on the floor) has two sorts of pairs: the collision kernel's
 (:mod:`~sparsedyn.contact.collision_kernel`: a box on a plane) and pairs of two boxes, whose hits the
@@ -25,6 +26,7 @@ import numpy as np
 
 from ..kernels import native_calls
 from .box_box_native import _PAR, ROWS, _routine, routine
+from .hull_pairs import hull_pairs, hull_rows, shape_poses
 
 __all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits"]
 
@@ -33,27 +35,33 @@ _GP = "geometry_placements"
 
 class BoxBoxRoad:
     """A scene's road (:func:`box_box_road`): ``kernel`` the collision kernel's ``(callable, plan)`` or
-    None; ``bp`` the :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`; ``every`` (rows,) each row's
+    None; ``bp`` the :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`; ``hulls`` (H,) the pairs of
+    two convex shapes that coal measures (:func:`~sparsedyn.contact.hull_pairs.hull_pairs`), their rows
+    the table's last; ``every`` (rows,) each row's
     scene pair, ``order`` the rows by pair (None: they are); ``cutoff`` the margin (0-d); ``G`` the
     robot's collision shapes; ``const`` the gather's source past the robot's placements (the world
     boxes' poses, the half extents); ``gather`` (P * 30,) each entry of the routine's poses in that
     source; ``scratch`` each thread's buffer, ``tables`` each thread's of :func:`box_box_road_table`."""
 
-    __slots__ = ("kernel", "bp", "every", "order", "cutoff", "G", "const", "gather", "scratch", "tables")
+    __slots__ = ("kernel", "bp", "hulls", "every", "order", "cutoff", "G", "const", "gather", "scratch", "tables")
 
 
 def box_box_road(scene, kp, f, bp):
     """The :class:`BoxBoxRoad` of ``scene``, or None where a pair is neither the collision kernel's
     (plan ``kp``, native callable ``f``) nor in ``bp`` (a :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`
-    or None), or where the routine, the native placements or ``f`` are not built."""
+    or None) nor a pair of two convex shapes that coal measures, or where the routine, the native
+    placements or ``f`` are not built."""
     gp = (native_calls(scene.model) or {}).get(_GP)
     kernel = kp is not None and bool(kp.pairs)
     inside = bp.inside | kp.inside if bp is not None and kernel else None if bp is None else bp.inside
-    if inside is None or not inside.all() or _routine() is None or gp is None or (kernel and f is None):
+    if inside is None or _routine() is None or gp is None or (kernel and f is None):
+        return None
+    hulls = _hulls(scene, inside)
+    if hulls is None:
         return None
     road = _laid_out(scene, bp)
-    road.kernel = (f, kp) if kernel else None
-    road.every = np.concatenate(([kp.pair] if kernel else []) + [np.repeat(bp.pair, ROWS)]).astype(int)
+    road.kernel, road.hulls = ((f, kp) if kernel else None), hulls
+    road.every = np.concatenate(([kp.pair] if kernel else []) + [np.repeat(bp.pair, ROWS), hulls]).astype(int)
     order = np.argsort(road.every, kind="stable")
     road.order = None if np.array_equal(order, np.arange(len(order))) else order
     return road
@@ -70,7 +78,36 @@ def box_box_poses(scene, bp):
             return None
         got = scene.cache[key] = _laid_out(scene, bp)
         got.kernel = got.every = got.order = None
+        got.hulls = np.zeros(0, int)
     return got
+
+
+def _hulls(scene, inside):
+    """The scene pairs outside ``inside`` (P,) bool, where all are pairs of two convex shapes that coal
+    measures (sorted (H,)), else None; kept by the scene."""
+    key = ("box-box road hulls", inside.tobytes())
+    if key not in scene.cache:
+        rest = np.flatnonzero(~inside)
+        hulls = hull_pairs(scene, rest) if len(rest) else rest
+        scene.cache[key] = hulls if len(hulls) == len(rest) else None
+    return scene.cache[key]
+
+
+def hull_table(scene, road, outs, held, rows):
+    """Write the rows ``[d, x, n]`` of ``road``'s pairs for coal (the table ``rows``' last) from the robot's
+    placements ``outs`` (``(R (G, 3, 3), p (G, 3))`` or None) and ``held``: ``(hull_rows, R (S, 3, 3),
+    p (S, 3), cut (P,))``, every shape's placement (the world's written once) and the margin per pair."""
+    rows_of, R, p, cut = held
+    if outs is not None:
+        R[:len(outs[0])], p[:len(outs[1])] = outs
+    rows[len(rows) - len(road.hulls):] = rows_of(scene, road.hulls, R, p, cut)[:, :7]
+
+
+def _held(scene, road):
+    """``hull_table``'s ``held`` for ``road``, None where it has no pairs for coal."""
+    if not len(road.hulls):
+        return None
+    return (hull_rows, *shape_poses(scene), np.full(len(scene.index), float(road.cutoff)))
 
 
 def _laid_out(scene, bp):
@@ -143,7 +180,8 @@ def _road_routine():
 
 def _table_scratch(scene, road):
     """This thread's ``(routine, plan's address, buffer's address, placements' outputs or None, the
-    kernel's output or None, the table (N, 7), placements, plan, buffer)`` for :func:`box_box_road_table`
+    kernel's output or None, the table (N, 7), placements, plan, buffer, :func:`hull_table`'s ``held``
+    or None)`` for :func:`box_box_road_table`
     (``sd_box_box_road``'s plan and buffer laid out once: the world boxes' poses, the half extents, the
     cutoffs fixed), or None where the routine or the native placements are not built."""
     f, gp = _road_routine(), (native_calls(scene.model) or {}).get(_GP)
@@ -161,7 +199,8 @@ def _table_scratch(scene, road):
     outs = (buf[:9 * G].reshape(G, 3, 3), buf[9 * G:12 * G].reshape(G, 3)) if G else None
     kern = buf[offs[1]:offs[2]].reshape(K, 11) if K else None
     got = road.tables[threading.get_ident()] = (f, plan.ctypes.data, buf.ctypes.data, outs, kern,
-                                                 buf[offs[4]:offs[5]].reshape(N, 7), gp, plan, buf)
+                                                 buf[offs[4]:offs[5]].reshape(N, 7), gp, plan, buf,
+                                                 _held(scene, road))
     return got
 
 
@@ -169,8 +208,8 @@ def box_box_road_table(scene, road, q):
     """The road's table (rows, 7) ``[d, x, n]`` at ``q`` (nq,) float in one native call after the robot's
     placements and the collision kernel's candidates (written into this thread's buffer; the table a
     view of it): the kernel's candidates, then each pair of two boxes' ``ROWS`` rows (``x`` midway
-    between the witnesses, ``d`` +inf in a free row); None where the routine or the native placements
-    are not built."""
+    between the witnesses, ``d`` +inf in a free row), then each pair for coal's (:func:`hull_table`);
+    None where the routine or the native placements are not built."""
     got = road.tables.get(threading.get_ident())
     if got is None:
         got = _table_scratch(scene, road)
@@ -183,6 +222,8 @@ def box_box_road_table(scene, road, q):
         g, kp = road.kernel
         g(q, kp.shapes, kp.cutoff, kp.pairs, out=kern)
     f(plan, buf)
+    if got[9] is not None:
+        hull_table(scene, road, outs, got[9], rows)
     return rows
 
 

@@ -19,7 +19,8 @@ which has no hull, as coal's BVH of its triangles.  Where a resting contact is a
 gives several hits: a capsule or a cylinder on a plane each end (cylinders: four points of each rim), a
 box on a plane each corner within the margin, and, beside the closest pair, a box's corners against
 another box and a capsule's end spheres against a box (closed forms: a point against a box); an
-ellipsoid's closest pair to a box, where on a face, is its support point there (:func:`closest_on_face`).  A shape
+ellipsoid's closest pair to a box, where on a face, is its support point there
+(:func:`~sparsedyn.contact.hull_pairs.closest_on_face`).  A shape
 against a height field: its features (a sphere, a capsule's end spheres, a box's corners, a mesh's
 hull vertices) against the surface's triangles (:mod:`~sparsedyn.contact.heightfield`), an
 ellipsoid's support point (:mod:`~sparsedyn.contact.ellipsoid_field`) and a cylinder's rim points on
@@ -73,6 +74,7 @@ from .collision_hfield import hfield_pairs
 from .collision_quick import QUICK, quick_collide
 from .mesh_box_loop import mesh_box_loop_patches, near_pairs
 from .box_box_road import box_box_road, box_box_road_table
+from .hull_pairs import closed_form_hits, closest_on_face
 from .mesh_box_road import BoxRoad, box_road, box_road_rows, shape_rows
 from .mesh_plane_loop import loop_plan, mesh_plane_loop_hits, mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, mesh_box_patch, mesh_plane_patches, patch_depth, plane_axes
@@ -243,6 +245,8 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     plan = _plan(scene)
     if kp is not None and not per_pair and spin is None and _ROAD not in scene.cache:   # (then a road of its own)
         road = box_road(scene, kp, f, lp, plan["c"], plan["r"], plan["half"])
+        if road is None and bp is not None and got is None:        # two boxes' pairs beside coal's
+            road = box_box_road(scene, kp, f, bp)
         if road is not None:
             scene.cache[_ROAD] = (None, road, (model.nq,), None, road.every, road.order)
     if len(scene.index):
@@ -265,7 +269,7 @@ def _narrow(scene, plan, near, bounded, R, p, cutoff, margin, spin, out, patches
         if not m.any():
             continue
         if key in CLOSED_FORM:
-            out.append(_closed_form(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
+            out.append(closed_form_hits(scene, key, ks[m], R, p, sizes=(sa[m], sb[m])))
         elif set(key) == {"mesh", "plane"}:
             cut = cutoff[ks[m]] if cutoff is not None else np.full(int(m.sum()), margin)
             patches.append(_mesh_plane_pairs(scene, ks[m], R, p, cut, None if spin is None else spin[ks[m]]))
@@ -368,36 +372,6 @@ def placements(scene, q):
     R = np.concatenate([Rg, np.array([s.R for s in world]).reshape(-1, 3, 3)])
     p = np.concatenate([pg, np.array([s.p for s in world]).reshape(-1, 3)])
     return R, p
-
-
-def _closed_form(scene, key, ks, R, p, table=None, sizes=None):
-    """The hits of the pairs ``ks`` by the closed form of ``key``; all pairs in one order, ``key`` or
-    its reverse (a shape pair of two equal kinds is in ``key``'s order)."""
-    f, per = (CLOSED_FORM if table is None else table)[key]
-    idx = scene.index[ks]
-    swap = (scene.shapes[idx[0, 0]].kind, scene.shapes[idx[0, 1]].kind) != key
-    ia, ib = (idx[:, 1], idx[:, 0]) if swap else (idx[:, 0], idx[:, 1])
-    if sizes is None:
-        sizes = (np.array([scene.shapes[i].size for i in ia]), np.array([scene.shapes[i].size for i in ib]))
-    d, wa, wb, n = f(R[ia], p[ia], sizes[0], R[ib], p[ib], sizes[1])
-    n = np.broadcast_to(n, wa.shape)
-    if swap:
-        wa, wb, n = wb, wa, -n
-    return np.tile(ks, per), d, wa, wb, n
-
-
-def closest_on_face(scene, coal, k, Ti, Tj, R, p, geometries=None):
-    """``(d, w_a, w_b, n)`` of scene pair ``k``: coal's closest pair
-    (:func:`~sparsedyn.contact.collision_coal.closest_pair`, its shapes at coal's transforms ``Ti``,
-    ``Tj``), or where its kinds have a closed form in :data:`~sparsedyn.contact.closed_forms.ON_FACE` whose
-    hit holds at the shapes' placements ``R``, ``p`` (an ellipsoid on a box's face), that hit."""
-    key = (scene.shapes[scene.index[k][0]].kind, scene.shapes[scene.index[k][1]].kind)
-    on = key if key in ON_FACE else key[::-1] if key[::-1] in ON_FACE else None
-    if on is not None:
-        _, d, wa, wb, n = (x[0] for x in _closed_form(scene, on, np.array([k]), R, p, ON_FACE))
-        if np.isfinite(d):
-            return d, wa, wb, n
-    return closest_pair(scene, coal, k, Ti, Tj, geometries)
 
 
 def _mesh_plane_pairs(scene, ks, R, p, cutoff, spin=None):
@@ -531,7 +505,7 @@ def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
         for order in {key, key[::-1]}:
             mine = np.array([x == order for x in pair_kinds], bool)
             if mine.any():
-                kc, d, wa, wb, n = _closed_form(scene, key, ks[mine], R, p, CLOSEST)
+                kc, d, wa, wb, n = closed_form_hits(scene, key, ks[mine], R, p, CLOSEST)
                 keep = np.flatnonzero(d < margin)
                 blocks += list(zip(kc[keep].tolist(), d[keep], wa[keep], wb[keep], n[keep]))
                 near += kc[keep].tolist()
@@ -564,7 +538,7 @@ def _coal_pairs(scene, ks, R, p, margin, cutoff=None):
         for order in {key, key[::-1]}:             # one call per order of the pair's kinds
             mine = [k for k in near if (kinds[scene.index[k][0]], kinds[scene.index[k][1]]) == order]
             if mine:
-                extra.append(_closed_form(scene, key, np.array(mine), R, p, FEATURES))
+                extra.append(closed_form_hits(scene, key, np.array(mine), R, p, FEATURES))
     if extra:
         # coal's closest pair is left out where a feature is as deep (within coal's GJK tolerance):
         # it lies on the face the features hold, and a repeated contact makes the problem degenerate

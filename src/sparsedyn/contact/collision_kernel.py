@@ -7,7 +7,7 @@ contact step's solver) make one straight-line program of ``q``: the shapes' worl
 kinematics of :func:`~sparsedyn.geometry_placements`) and, for every pair, a fixed number of
 *candidates* (a sphere or a capsule's end against a plane, a box's eight corners, the eight rim
 points of a cylinder, the closest points of two spheres or capsules, a sphere or a capsule against a
-box: :mod:`~sparsedyn.contact.box_pairs`), each with its signed
+box: :mod:`~sparsedyn.contact.box_pairs`, a sphere against a cylinder), each with its signed
 distance.  The compiler traces it and a plain call runs it as one native call; a hit is a candidate
 closer than the scene's margin.  Every candidate's distance is at least the pair's, so computing all
 of them leaves out no broad phase: the hits are those of the vectorised closed forms.
@@ -28,7 +28,7 @@ from ..algorithms.kinematics import joint_transforms, world_transforms
 from ..kernels import kernel
 from ..model.spatial import compose, from_pose, pose
 from .box_pairs import _clip, _clip01, _pick, box_candidates, merge_close
-from .friction_problem import _TINY, _step
+from .friction_problem import _TINY, _abs, _step
 
 __all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATURE", "KernelPlan", "kernel_plan"]
 
@@ -36,7 +36,7 @@ __all__ = ["collision_candidates", "CANDIDATES", "CANDIDATE_COLUMNS", "MIN_FEATU
 #: order of the kinds).
 CANDIDATES = {("sphere", "plane"): 1, ("capsule", "plane"): 2, ("box", "plane"): 8, ("cylinder", "plane"): 8,
               ("sphere", "sphere"): 1, ("sphere", "capsule"): 1, ("capsule", "capsule"): 1, ("sphere", "box"): 1,
-              ("capsule", "box"): 3}
+              ("capsule", "box"): 3, ("sphere", "cylinder"): 1}
 
 #: The number of columns of a candidate, in order ``d``, the witness points ``w_a`` and ``w_b`` (world),
 #: ``w_a`` in the axes of ``a``'s body about its origin, the unit normal ``n`` from ``b`` towards ``a``
@@ -93,6 +93,33 @@ def _capsule_capsule(pa, ua, ha, ra, pb, ub, hb, rb):
     return _sphere_sphere(P0 + s * d1, ra, Q0 + t * d2, rb)
 
 
+def _sphere_cylinder(ca, ra, Rb, pb, hb, rb):
+    """``collision.sphere_cylinder`` without a branch: the centre's nearest point of the solid cylinder
+    (its axis ``Rb``'s z, half length ``hb``, radius ``rb``), or from inside the nearer of the side and the
+    caps (on the axis, the side along the cylinder's x)."""
+    w = ca - pb
+    x = [Rb[0, i] * w[0] + Rb[1, i] * w[1] + Rb[2, i] * w[2] for i in range(3)]     # the centre, cylinder axes
+    r = bk.sqrt(x[0] * x[0] + x[1] * x[1])
+    pos = _step(r - _TINY)
+    e = [pos * (x[0] / _pick(pos, r, 1.0)) + (1.0 - pos), pos * (x[1] / _pick(pos, r, 1.0))]   # radial
+    out = 1.0 - _step(rb - r)                                     # beyond the side
+    y = [_pick(out, rb * e[0], x[0]), _pick(out, rb * e[1], x[1]), _clip(x[2], -hb, hb)]
+    g = [x[i] - y[i] for i in range(3)]
+    L = bk.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2])
+    side_gap, cap_gap = rb - r, hb - _abs(x[2])
+    inside = _step(side_gap) * _step(cap_gap)                     # (decided on the coordinates, as there)
+    up = 2.0 * _step(x[2]) - 1.0
+    side = 1.0 - _step(side_gap - cap_gap)                        # (inside) the side nearer than the caps
+    n_in = [side * e[0], side * e[1], (1.0 - side) * up]
+    y_in = [_pick(side, rb * e[0], x[0]), _pick(side, rb * e[1], x[1]), _pick(side, x[2], up * hb)]
+    inv = 1.0 / _pick(inside, 1.0, L)
+    n = [_pick(inside, n_in[i], g[i] * inv) for i in range(3)]
+    d = _pick(inside, -_pick(_step(cap_gap - side_gap), side_gap, cap_gap), L) - ra
+    nw, yw = _mv(Rb, np.array(n, dtype=Rb.dtype)), _mv(Rb, np.array([_pick(inside, y_in[i], y[i]) for i in range(3)],
+                                                                      dtype=Rb.dtype))
+    return [(d, ca - ra * nw, pb + yw, nw)]
+
+
 def _on_plane(x, r, nb, pb):
     h = _dot(x - pb, nb)
     return h - r, x - r * nb, x - h * nb, nb
@@ -127,6 +154,8 @@ def _pair(kind_a, kind_b, A, B):
         return _shape_plane(kind_a, Ra, pa, sa, Rb[:, 2], pb)
     if kind_b == "box":
         return box_candidates(kind_a, Ra, pa, sa, Rb, pb, sb)
+    if kind_b == "cylinder":
+        return _sphere_cylinder(pa, sa[0], Rb, pb, sb[1] / 2, sb[0])
     if kind_b == "sphere":
         return _sphere_sphere(pa, sa[0], pb, sb[0])
     if kind_a == "sphere":

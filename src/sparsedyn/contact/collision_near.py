@@ -145,7 +145,10 @@ def _relu(x):
 
 
 def _radius(kind, s):
-    return s[0] if kind == "sphere" else s[0] + s[1] / 2                # a sphere or a capsule
+    """The radius of a sphere, capsule or cylinder's bounding sphere about its centre."""
+    if kind == "cylinder":
+        return bk.sqrt(s[0] * s[0] + s[1] * s[1] / 4)
+    return s[0] if kind == "sphere" else s[0] + s[1] / 2
 
 
 def _init(lay, q, shapes, cutoff):

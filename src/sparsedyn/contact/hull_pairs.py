@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .closed_forms import CLOSED_FORM, CLOSEST, FEATURES
-from .collision import _closed_form, closest_on_face
-from .collision_coal import _bounds, _coal, convex_geometry, flat_mesh
+from .closed_forms import CLOSED_FORM, CLOSEST, FEATURES, ON_FACE
+from .collision_coal import _bounds, _coal, closest_pair, convex_geometry, flat_mesh
 from .collision_near import NEAR_COLUMNS, hit_rows
 from .mesh_box_loop import near_pairs
 
-__all__ = ["hull_pairs", "hull_rows"]
+__all__ = ["hull_pairs", "hull_rows", "closed_form_hits", "closest_on_face", "shape_poses"]
 
 #: Kinds of shape whose pairs have hits of their own (patches on a plane, a height field's points).
 _OWN_ROADS = ("plane", "hfield")
@@ -91,7 +90,7 @@ def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
         k, got = hulls[h], kept[h]
         i, j = scene.index[k].tolist()
         if len(got) == 1:                               # (a closed form: its key)
-            _, d, wa, wb, n = (x[0] for x in _closed_form(scene, got[0], hulls[h:h + 1], R, p, CLOSEST))
+            _, d, wa, wb, n = (x[0] for x in closed_form_hits(scene, got[0], hulls[h:h + 1], R, p, CLOSEST))
         else:
             coal = coal or _coal()
             d, wa, wb, n = closest_on_face(scene, coal, k, coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]),
@@ -100,6 +99,43 @@ def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
     i = scene.index[hulls[near], 0]
     out[near] = hit_rows(scene, i, R[i], p[i], *(np.array(x) for x in zip(*hits)))
     return out
+
+
+def closed_form_hits(scene, key, ks, R, p, table=None, sizes=None):
+    """The hits of the pairs ``ks`` by the closed form of ``key``; all pairs in one order, ``key`` or
+    its reverse (a shape pair of two equal kinds is in ``key``'s order)."""
+    f, per = (CLOSED_FORM if table is None else table)[key]
+    idx = scene.index[ks]
+    swap = (scene.shapes[idx[0, 0]].kind, scene.shapes[idx[0, 1]].kind) != key
+    ia, ib = (idx[:, 1], idx[:, 0]) if swap else (idx[:, 0], idx[:, 1])
+    if sizes is None:
+        sizes = (np.array([scene.shapes[i].size for i in ia]), np.array([scene.shapes[i].size for i in ib]))
+    d, wa, wb, n = f(R[ia], p[ia], sizes[0], R[ib], p[ib], sizes[1])
+    n = np.broadcast_to(n, wa.shape)
+    if swap:
+        wa, wb, n = wb, wa, -n
+    return np.tile(ks, per), d, wa, wb, n
+
+
+def closest_on_face(scene, coal, k, Ti, Tj, R, p, geometries=None):
+    """``(d, w_a, w_b, n)`` of scene pair ``k``: coal's closest pair
+    (:func:`~sparsedyn.contact.collision_coal.closest_pair`, its shapes at coal's transforms ``Ti``,
+    ``Tj``), or where its kinds have a closed form in :data:`~sparsedyn.contact.closed_forms.ON_FACE` whose
+    hit holds at the shapes' placements ``R``, ``p`` (an ellipsoid on a box's face), that hit."""
+    key = (scene.shapes[scene.index[k][0]].kind, scene.shapes[scene.index[k][1]].kind)
+    on = key if key in ON_FACE else key[::-1] if key[::-1] in ON_FACE else None
+    if on is not None:
+        _, d, wa, wb, n = (x[0] for x in closed_form_hits(scene, on, np.array([k]), R, p, ON_FACE))
+        if np.isfinite(d):
+            return d, wa, wb, n
+    return closest_pair(scene, coal, k, Ti, Tj, geometries)
+
+
+def shape_poses(scene):
+    """New arrays ``R`` (S, 3, 3), ``p`` (S, 3) of every shape's placement as the scene holds it (the world
+    shapes' world poses; a robot shape's in its body, for a caller to overwrite with its world pose)."""
+    return (np.array([x.R for x in scene.shapes], float).reshape(-1, 3, 3),
+            np.array([x.p for x in scene.shapes], float).reshape(-1, 3))
 
 
 def _plan(scene, hulls):
