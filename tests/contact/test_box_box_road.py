@@ -4,6 +4,7 @@ bit (the same routine and queries on the same poses) and the NumPy road's to rou
 hand-derived ones; a step's rows from its gathered poses are the placements' bit for bit, and so is the
 step."""
 
+import coal
 import numpy as np
 import pytest
 
@@ -13,7 +14,9 @@ from conftest import rounding_bound
 from sparsedyn.contact.box_box_road import BoxBoxRoad, box_box_road
 from sparsedyn.contact.collision import collide_within
 from sparsedyn.contact.collision_kernel import kernel_plan
+from sparsedyn.model.spatial import Transform
 from test_box_box_native import _stack, _stack_by_a_post
+from test_collision import coal_distance, coal_shape
 
 BOUND = rounding_bound(64)
 
@@ -141,3 +144,38 @@ def test_the_roads_hits_are_their_own_arrays_and_bad_q_is_named():
             sd.collide(scene, bad)
         with pytest.raises(ValueError, match="q.*shape"):
             sd.collide(scene, poses[0][:7])
+
+
+def test_a_scene_without_pairs_of_two_boxes_takes_the_road_with_its_pairs_for_coal():
+    """A free cylinder (a drum) over the floor beside a world post: the drum on the floor is the kernel's
+    pair, the drum against the post coal's closest pair; the road holds no pair of two boxes, its hits are
+    the general road's bit for bit, the post's coal's own distance (GJK/EPA to 1e-9)."""
+    b = sd.ModelBuilder("drum").add_body("drum", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3) * 0.01)
+    model = b.build().with_geometry(sd.Geometry("drum", 0, Transform(np.eye(3), np.zeros(3)), "cylinder", (0.1, 0.3),
+                                                "collision"))
+    post = sd.Shape("cylinder", (0.05, 0.6), placement=(np.eye(3), [0.16, 0.0, 0.3]), name="post")
+    scene = sd.Scene(model, world=[sd.Shape("plane", name="floor"), post])
+    rng = np.random.default_rng(8)
+    poses = []
+    for _ in range(30):
+        axis = rng.normal(size=3)
+        quat = np.r_[np.sin(0.6) * axis / np.linalg.norm(axis), np.cos(0.6)]
+        poses.append(np.r_[rng.uniform(-0.05, 0.05, 2), rng.uniform(0.1, 0.2), quat])
+    with sd.use_backend("native", deterministic=True):
+        sd.collide(scene, poses[0]), sd.collide(scene, poses[0])
+        road = _road(scene)
+        assert isinstance(road, BoxBoxRoad) and not len(road.bp.pair) and len(road.hulls) == 1
+        seen = set()
+        for q in poses:
+            got, want = sd.collide(scene, list(q)), collide_within(scene, q, None)
+            assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
+            for a, b in zip(got[1:4], want[1:4]):
+                assert np.array_equal(a, b)
+            mine = [i for i, p in enumerate(got.pairs) if p == ("drum", "post")]
+            if mine:
+                Rg, pg = sd.geometry_placements(model, q, "collision")
+                d, _ = coal_distance(coal_shape("cylinder", (0.1, 0.3)), coal.Transform3s(Rg[0], pg[0]),
+                                     coal_shape("cylinder", (0.05, 0.6)), coal.Transform3s(post.R, post.p))
+                assert len(mine) == 1 and abs(got.distances[mine[0]] - d) <= 1e-9
+            seen |= set(got.pairs)
+    assert {("drum", "floor"), ("drum", "post")} <= seen

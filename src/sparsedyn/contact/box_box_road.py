@@ -25,7 +25,7 @@ import threading
 import numpy as np
 
 from ..kernels import native_calls
-from .box_box_native import _PAR, ROWS, _routine, routine
+from .box_box_native import _PAR, ROWS, BoxBoxPlan, _routine, routine
 from .hull_pairs import hull_pairs, hull_rows, shape_poses
 
 __all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits"]
@@ -48,13 +48,14 @@ class BoxBoxRoad:
 
 def box_box_road(scene, kp, f, bp):
     """The :class:`BoxBoxRoad` of ``scene``, or None where a pair is neither the collision kernel's
-    (plan ``kp``, native callable ``f``) nor in ``bp`` (a :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`
-    or None) nor a pair of two convex shapes that coal measures, or where the routine, the native
-    placements or ``f`` are not built."""
+    (plan ``kp``, native callable ``f``) nor in ``bp`` (a :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`,
+    or None where the scene has no pair of two boxes) nor a pair of two convex shapes that coal
+    measures, or where the routine, the native placements or ``f`` are not built."""
     gp = (native_calls(scene.model) or {}).get(_GP)
     kernel = kp is not None and bool(kp.pairs)
-    inside = bp.inside | kp.inside if bp is not None and kernel else None if bp is None else bp.inside
-    if inside is None or _routine() is None or gp is None or (kernel and f is None):
+    bp = bp if bp is not None else _no_boxes(scene)
+    inside = bp.inside | kp.inside if kernel else bp.inside
+    if _routine() is None or gp is None or (kernel and f is None):
         return None
     hulls = _hulls(scene, inside)
     if hulls is None:
@@ -80,6 +81,16 @@ def box_box_poses(scene, bp):
         got.kernel = got.every = got.order = None
         got.hulls = np.zeros(0, int)
     return got
+
+
+def _no_boxes(scene):
+    """A :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan` of no pairs (the routine then copies the
+    kernel's candidates into the table alone)."""
+    bp = BoxBoxPlan()
+    bp.pair = bp.ia = bp.ib = np.zeros(0, int)
+    bp.ha, bp.hb, bp.E, bp.r = np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3, 3)), np.zeros((0, 3))
+    bp.inside = np.zeros(len(scene.index), bool)
+    return bp
 
 
 def _hulls(scene, inside):

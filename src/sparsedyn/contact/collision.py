@@ -245,7 +245,7 @@ def collide_within(scene, q, cutoff, spin=None) -> Hits:
     plan = _plan(scene)
     if kp is not None and not per_pair and spin is None and _ROAD not in scene.cache:   # (then a road of its own)
         road = box_road(scene, kp, f, lp, plan["c"], plan["r"], plan["half"])
-        if road is None and bp is not None and got is None:        # two boxes' pairs beside coal's
+        if road is None and got is None:           # the kernel's pairs and coal's, with two boxes' or not
             road = box_box_road(scene, kp, f, bp)
         if road is not None:
             scene.cache[_ROAD] = (None, road, (model.nq,), None, road.every, road.order)
