@@ -126,3 +126,23 @@ def test_a_step_with_pairs_for_coal_beside_box_pairs_is_the_python_roads(monkeyp
             assert _same(got, _python_road(monkeypatch, model, q, v, tau, scene, DT))
             touched += any("post" in pair for pair in sd.collide(scene, q).pairs)
     assert touched >= 2                                 # (the lower cube against the post)
+
+
+def test_a_step_with_pairs_on_a_height_field_is_the_python_roads(monkeypatch):
+    """``test_box_box_road.field_scene`` (no pair of two boxes; coal's pairs and a height field's): each
+    step's rows come from the bound-once calls (the routine's look-ahead alone), then the step's native
+    call: the Python road's bit for bit, some states touching."""
+    from test_box_box_road import field_scene
+    scene, poses = field_scene()
+    model = scene.model
+    rng = np.random.default_rng(3)
+    runs = [(q, rng.normal(scale=0.3, size=12), np.zeros(12)) for q in poses[:8]]
+    with sd.use_backend("native", deterministic=True):
+        for q, v, tau in runs:
+            sd.contact_step(model, q, v, tau, scene, DT)
+        touched = 0
+        for q, v, tau in runs:
+            got = sd.contact_step(model, q, v, tau, scene, DT)
+            assert _same(got, _python_road(monkeypatch, model, q, v, tau, scene, DT))
+            touched += len(got.impulses) > 0
+    assert touched >= 3

@@ -179,3 +179,54 @@ def test_a_scene_without_pairs_of_two_boxes_takes_the_road_with_its_pairs_for_co
                 assert len(mine) == 1 and abs(got.distances[mine[0]] - d) <= 1e-9
             seen |= set(got.pairs)
     assert {("drum", "floor"), ("drum", "post")} <= seen
+
+
+def field_scene():
+    """``(scene, poses)``: a free capsule (a leg) and a free ellipsoid (an egg) over a bumpy world height
+    field beside a world ball, and 40 random poses of the two over the field."""
+    from test_heightfield import SIZE
+    b = sd.ModelBuilder("two")
+    for name in ("leg", "egg"):
+        b = b.add_body(name, None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3) * 0.01)
+    model = b.build().with_geometry(
+        sd.Geometry("leg", 0, Transform(np.eye(3), np.zeros(3)), "capsule", (0.05, 0.3), "collision"),
+        sd.Geometry("egg", 1, Transform(np.eye(3), np.zeros(3)), "ellipsoid", (0.1, 0.08, 0.06), "collision"))
+    rng = np.random.default_rng(4)
+    field = sd.Shape("hfield", SIZE, heights=rng.uniform(0.0, 1.0, (8, 12)), name="ground")
+    ball = sd.Shape("sphere", (0.1,), placement=(np.eye(3), [0.2, 0.0, 0.3]), name="ball")
+    scene = sd.Scene(model, world=[field, ball], margin=0.02)
+    poses = []
+    for _ in range(40):
+        q = []
+        for _ in range(2):
+            axis = rng.normal(size=3)
+            half = rng.uniform(0.0, 1.5)
+            q += [*rng.uniform(-0.2, 0.4, 1), *rng.uniform(-0.15, 0.15, 1), rng.uniform(0.2, 0.4),
+                  *(np.sin(half) * axis / np.linalg.norm(axis)), np.cos(half)]
+        poses.append(np.array(q))
+    return scene, poses
+
+
+def test_shapes_on_a_height_field_take_the_road_with_its_rows():
+    """:func:`field_scene`: the shapes on the field are its rows (``hfield_rows``, one per point as collide
+    keeps them), the ellipsoid against the ball and the capsule a closed form's and coal's closest pairs,
+    the capsule against the ball the kernel's; the road's hits are the general road's bit for bit and the
+    NumPy road's to rounding."""
+    scene, poses = field_scene()
+    with sd.use_backend("native", deterministic=True):
+        sd.collide(scene, poses[0]), sd.collide(scene, poses[0])
+        road = _road(scene)
+        assert isinstance(road, BoxBoxRoad) and len(road.fields[0]) == 2 and len(road.hulls) == 2
+        seen = set()
+        for q in poses:
+            got, want = sd.collide(scene, list(q)), collide_within(scene, q, None)
+            assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
+            for a, b in zip(got[1:4], want[1:4]):
+                assert np.array_equal(a, b)
+            with sd.use_backend("numpy"):
+                slow = sd.collide(scene, q)
+            assert slow.pairs == got.pairs
+            for a, b in zip(got[1:4], slow[1:4]):
+                assert np.abs(a - b).max(initial=0.0) <= BOUND
+            seen |= set(got.pairs)
+    assert {("leg", "ground"), ("egg", "ground"), ("egg", "ball")} <= seen

@@ -15,7 +15,7 @@ import sparsedyn.contact.scene_data as scene_data
 from conftest import rounding_bound
 from sparsedyn.model.spatial import Transform
 from test_box_box_native import _stack, _stack_by_a_post
-from test_box_box_road import _poses
+from test_box_box_road import _poses, field_scene
 
 DT = 1e-3
 
@@ -107,3 +107,24 @@ def test_a_velocity_the_kernel_declines_is_named_as_on_the_general_road(monkeypa
             scene_data._mixed_candidates(scene, mixed, q, None, (v, DT))
         with pytest.raises(ValueError, match="v: contains NaN"):
             _general(monkeypatch, scene, mixed, q, v)
+
+
+def test_a_scene_without_boxes_takes_the_road_with_its_pairs_for_coal_and_on_a_height_field(monkeypatch):
+    """``test_box_box_road.field_scene`` (no pair of two boxes: the routine computes the look-ahead alone):
+    the rows, coal's and the field's from that look-ahead, are the general road's bit for bit."""
+    scene, poses = field_scene()
+    rng = np.random.default_rng(12)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(scene.model, poses[0], np.zeros(12), np.zeros(12), scene, DT)
+        mixed = scene_data._mixed_plan(scene)[0]
+        assert mixed.bb is None and len(mixed.hulls) == 2 and len(mixed.fields[0]) == 2
+        touching = 0
+        for q in poses[:20]:
+            v = rng.normal(scale=0.3, size=12)
+            got = box_box_step.box_box_step_rows(scene, mixed, scene_data.box_box_poses, q, v, DT)
+            want = _general(monkeypatch, scene, mixed, q, v)
+            assert got is not None and want is not None
+            for a, b in zip(got, want):
+                assert np.array_equal(a, b)
+            touching += int(np.any(got[0][:, 0] < got[1]))
+    assert touching >= 5

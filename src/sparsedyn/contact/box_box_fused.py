@@ -72,9 +72,9 @@ def _stages(scene, mixed, poses):
 
 def _laid_out(buffers):
     """``(found, md, last)`` of ``box_box_step_rows``' ``buffers``, None where a kernel is not built yet, False
-    where the plan has pairs for coal (their rows come from Python)."""
-    f, _, _, V, outs, top, kern, rows, within, md, bv, gp, near, kp, _, _, order, last, (plan, buf), hulls = buffers
-    if hulls is not None:                               # (coal's pairs: their rows from Python, between the calls)
+    where the plan has pairs for coal or on height fields (their rows come from Python)."""
+    f, _, _, V, outs, top, kern, rows, within, md, bv, gp, near, kp, _, _, order, last, (plan, buf), extras = buffers
+    if extras is not None:                              # (coal's pairs, height fields: their rows from Python)
         return False
     bk, gk = _kernel(bv, ()), _kernel(gp, ("collision",))
     nk = _kernel(near, (kp.pairs,)) if kern is not None else None

@@ -1,6 +1,8 @@
 """:func:`~sparsedyn.collide`'s road, and a step's rows, for a scene whose pairs are all the collision
-kernel's, pairs of two boxes and pairs of two convex shapes that coal measures (a box or a cylinder
-against a cylinder: :func:`~sparsedyn.contact.hull_pairs.hull_rows`, after the routine, their rows last).
+kernel's, pairs of two boxes, pairs of two convex shapes that coal measures (a box or a cylinder
+against a cylinder: :func:`~sparsedyn.contact.hull_pairs.hull_rows`) and a robot's shapes on a world height
+field (:func:`~sparsedyn.contact.collision_hfield.hfield_rows`), these last two after the routine, their rows
+last.
 
 A box resting on a box (on the floor) has two sorts of pairs: the collision kernel's
 (:mod:`~sparsedyn.contact.collision_kernel`: a box on a plane) and pairs of two boxes, whose hits the
@@ -26,9 +28,10 @@ import numpy as np
 
 from ..kernels import native_calls
 from .box_box_native import _PAR, ROWS, BoxBoxPlan, _routine, routine
+from .collision_hfield import field_pairs, hfield_rows
 from .hull_pairs import hull_pairs, hull_rows, shape_poses
 
-__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits"]
+__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits", "no_boxes"]
 
 _GP = "geometry_placements"
 
@@ -36,33 +39,37 @@ _GP = "geometry_placements"
 class BoxBoxRoad:
     """A scene's road (:func:`box_box_road`): ``kernel`` the collision kernel's ``(callable, plan)`` or
     None; ``bp`` the :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`; ``hulls`` (H,) the pairs of
-    two convex shapes that coal measures (:func:`~sparsedyn.contact.hull_pairs.hull_pairs`), their rows
-    the table's last; ``every`` (rows,) each row's
-    scene pair, ``order`` the rows by pair (None: they are); ``cutoff`` the margin (0-d); ``G`` the
+    two convex shapes that coal measures (:func:`~sparsedyn.contact.hull_pairs.hull_pairs`) and ``fields``
+    a robot's shapes' pairs with a world height field and their rows
+    (:func:`~sparsedyn.contact.collision_hfield.field_pairs`), their rows the table's last; ``every``
+    (rows,) each row's scene pair, ``order`` the rows by pair (None: they are); ``cutoff`` the margin (0-d); ``G`` the
     robot's collision shapes; ``const`` the gather's source past the robot's placements (the world
     boxes' poses, the half extents); ``gather`` (P * 30,) each entry of the routine's poses in that
     source; ``scratch`` each thread's buffer, ``tables`` each thread's of :func:`box_box_road_table`."""
 
-    __slots__ = ("kernel", "bp", "hulls", "every", "order", "cutoff", "G", "const", "gather", "scratch", "tables")
+    __slots__ = ("kernel", "bp", "hulls", "fields", "every", "order", "cutoff", "G", "const", "gather", "scratch",
+                 "tables")
 
 
 def box_box_road(scene, kp, f, bp):
     """The :class:`BoxBoxRoad` of ``scene``, or None where a pair is neither the collision kernel's
     (plan ``kp``, native callable ``f``) nor in ``bp`` (a :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`,
     or None where the scene has no pair of two boxes) nor a pair of two convex shapes that coal
-    measures, or where the routine, the native placements or ``f`` are not built."""
+    measures nor a robot shape on a world height field, or where the routine, the native placements or
+    ``f`` are not built."""
     gp = (native_calls(scene.model) or {}).get(_GP)
     kernel = kp is not None and bool(kp.pairs)
-    bp = bp if bp is not None else _no_boxes(scene)
+    bp = bp if bp is not None else no_boxes(scene)
     inside = bp.inside | kp.inside if kernel else bp.inside
     if _routine() is None or gp is None or (kernel and f is None):
         return None
-    hulls = _hulls(scene, inside)
-    if hulls is None:
+    extras = _extras(scene, inside)
+    if extras is None:
         return None
     road = _laid_out(scene, bp)
-    road.kernel, road.hulls = ((f, kp) if kernel else None), hulls
-    road.every = np.concatenate(([kp.pair] if kernel else []) + [np.repeat(bp.pair, ROWS), hulls]).astype(int)
+    road.kernel, (road.hulls, road.fields) = ((f, kp) if kernel else None), extras
+    road.every = np.concatenate(([kp.pair] if kernel else []) + [np.repeat(bp.pair, ROWS), road.hulls,
+                                                                 np.repeat(*road.fields)]).astype(int)
     order = np.argsort(road.every, kind="stable")
     road.order = None if np.array_equal(order, np.arange(len(order))) else order
     return road
@@ -79,46 +86,60 @@ def box_box_poses(scene, bp):
             return None
         got = scene.cache[key] = _laid_out(scene, bp)
         got.kernel = got.every = got.order = None
-        got.hulls = np.zeros(0, int)
+        got.hulls, got.fields = np.zeros(0, int), (np.zeros(0, int), np.zeros(0, int))
     return got
 
 
-def _no_boxes(scene):
-    """A :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan` of no pairs (the routine then copies the
-    kernel's candidates into the table alone)."""
-    bp = BoxBoxPlan()
-    bp.pair = bp.ia = bp.ib = np.zeros(0, int)
-    bp.ha, bp.hb, bp.E, bp.r = np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3, 3)), np.zeros((0, 3))
-    bp.inside = np.zeros(len(scene.index), bool)
-    return bp
-
-
-def _hulls(scene, inside):
-    """The scene pairs outside ``inside`` (P,) bool, where all are pairs of two convex shapes that coal
-    measures (sorted (H,)), else None; kept by the scene."""
-    key = ("box-box road hulls", inside.tobytes())
+def no_boxes(scene):
+    """A :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan` of no pairs, for a scene with none (the
+    routines then copy the kernel's candidates, or compute the look-ahead, alone); kept by the scene."""
+    key = "box-box plan, none"
     if key not in scene.cache:
-        rest = np.flatnonzero(~inside)
-        hulls = hull_pairs(scene, rest) if len(rest) else rest
-        scene.cache[key] = hulls if len(hulls) == len(rest) else None
+        bp = scene.cache[key] = BoxBoxPlan()
+        bp.pair = bp.ia = bp.ib = np.zeros(0, int)
+        bp.ha, bp.hb, bp.E, bp.r = np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3, 3)), np.zeros((0, 3))
+        bp.inside = np.zeros(len(scene.index), bool)
     return scene.cache[key]
 
 
-def hull_table(scene, road, outs, held, rows):
-    """Write the rows ``[d, x, n]`` of ``road``'s pairs for coal (the table ``rows``' last) from the robot's
-    placements ``outs`` (``(R (G, 3, 3), p (G, 3))`` or None) and ``held``: ``(hull_rows, R (S, 3, 3),
-    p (S, 3), cut (P,))``, every shape's placement (the world's written once) and the margin per pair."""
-    rows_of, R, p, cut = held
+def _extras(scene, inside):
+    """``(hulls (H,), fields)`` of the scene pairs outside ``inside`` (P,) bool: the pairs of two convex
+    shapes that coal measures and a robot's shapes' pairs with a world height field (``field_pairs``),
+    where those are all of them, else None; kept by the scene."""
+    key = ("box-box road extras", inside.tobytes())
+    if key not in scene.cache:
+        rest = np.flatnonzero(~inside)
+        hulls = hull_pairs(scene, rest) if len(rest) else rest
+        fields = field_pairs(scene, np.setdiff1d(rest, hulls))
+        scene.cache[key] = (hulls, fields) if len(hulls) + len(fields[0]) == len(rest) else None
+    return scene.cache[key]
+
+
+def extra_table(scene, road, outs, held, rows):
+    """The table ``rows`` with the rows ``[d, x, n]`` of ``road``'s pairs for coal and on height fields
+    written (its last), from the robot's placements ``outs`` (``(R (G, 3, 3), p (G, 3))`` or None) and
+    ``held``: ``(R (S, 3, 3), p (S, 3), cut (P,))``, every shape's placement (the world's written once)
+    and the margin per pair; None where a pair on a height field has more hits than its rows."""
+    R, p, cut = held
     if outs is not None:
         R[:len(outs[0])], p[:len(outs[1])] = outs
-    rows[len(rows) - len(road.hulls):] = rows_of(scene, road.hulls, R, p, cut)[:, :7]
+    H, F = len(road.hulls), int(road.fields[1].sum())
+    end = len(rows) - F
+    if H:
+        rows[end - H:end] = hull_rows(scene, road.hulls, R, p, cut)[:, :7]
+    if F:
+        got = hfield_rows(scene, road.fields, R, p, cut)
+        if got is None:
+            return None
+        rows[end:] = got[:, :7]
+    return rows
 
 
 def _held(scene, road):
-    """``hull_table``'s ``held`` for ``road``, None where it has no pairs for coal."""
-    if not len(road.hulls):
+    """``extra_table``'s ``held`` for ``road``, None where it has no pairs for coal or on height fields."""
+    if not (len(road.hulls) or len(road.fields[0])):
         return None
-    return (hull_rows, *shape_poses(scene), np.full(len(scene.index), float(road.cutoff)))
+    return (*shape_poses(scene), np.full(len(scene.index), float(road.cutoff)))
 
 
 def _laid_out(scene, bp):
@@ -191,7 +212,7 @@ def _road_routine():
 
 def _table_scratch(scene, road):
     """This thread's ``(routine, plan's address, buffer's address, placements' outputs or None, the
-    kernel's output or None, the table (N, 7), placements, plan, buffer, :func:`hull_table`'s ``held``
+    kernel's output or None, the table (N, 7), placements, plan, buffer, :func:`extra_table`'s ``held``
     or None)`` for :func:`box_box_road_table`
     (``sd_box_box_road``'s plan and buffer laid out once: the world boxes' poses, the half extents, the
     cutoffs fixed), or None where the routine or the native placements are not built."""
@@ -219,8 +240,9 @@ def box_box_road_table(scene, road, q):
     """The road's table (rows, 7) ``[d, x, n]`` at ``q`` (nq,) float in one native call after the robot's
     placements and the collision kernel's candidates (written into this thread's buffer; the table a
     view of it): the kernel's candidates, then each pair of two boxes' ``ROWS`` rows (``x`` midway
-    between the witnesses, ``d`` +inf in a free row), then each pair for coal's (:func:`hull_table`);
-    None where the routine or the native placements are not built."""
+    between the witnesses, ``d`` +inf in a free row), then the pairs for coal and on height fields
+    (:func:`extra_table`); None where the routine or the native placements are not built, or where a pair
+    on a height field has more hits than its rows."""
     got = road.tables.get(threading.get_ident())
     if got is None:
         got = _table_scratch(scene, road)
@@ -233,9 +255,7 @@ def box_box_road_table(scene, road, q):
         g, kp = road.kernel
         g(q, kp.shapes, kp.cutoff, kp.pairs, out=kern)
     f(plan, buf)
-    if got[9] is not None:
-        hull_table(scene, road, outs, got[9], rows)
-    return rows
+    return rows if got[9] is None else extra_table(scene, road, outs, got[9], rows)
 
 
 def box_box_road_hits(scene, road, q, cut):

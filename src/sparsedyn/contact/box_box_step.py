@@ -1,6 +1,8 @@
 """A step's candidates in a scene of the collision kernel's pairs and pairs of two boxes, in four
-native calls: :func:`box_box_step_rows` (and pairs of two convex shapes that coal measures beside them,
-:func:`~sparsedyn.contact.hull_pairs.hull_rows`, from the routine's look-ahead).
+native calls: :func:`box_box_step_rows` (and pairs of two convex shapes that coal measures and a robot's
+shapes on a world height field beside them, :func:`~sparsedyn.contact.hull_pairs.hull_rows` and
+:func:`~sparsedyn.contact.collision_hfield.hfield_rows`, from the routine's look-ahead; a scene with no
+pair of two boxes runs the routine for its look-ahead alone).
 
 The general road of such a scene's step (``scene_data._mixed_candidates``) computes each pair's
 look-ahead (:func:`~sparsedyn.contact.look_ahead.pair_cutoffs`), the pairs of two boxes' rows
@@ -25,6 +27,8 @@ import numpy as np
 from ..kernels import native_calls
 from .box_box_native import _PAR, ROWS, routine
 from .collision_near import NEAR_COLUMNS, collision_candidates_near
+from .box_box_road import no_boxes
+from .collision_hfield import hfield_rows
 from .hull_pairs import hull_rows, shape_poses
 from .look_ahead import _pair_bodies, body_reach
 
@@ -50,21 +54,20 @@ def _step_routine():
 def _scratch(scene, mixed, poses):
     """This thread's ``(routine, plan's address, buffer's address, V, placements' outputs or None, top,
     kernel's rows or None, rows, within, md, the three native callables, the kernel plan, q's and v's
-    shapes, the rows' order, [the dt in md], (the plan, the buffer), hulls)`` of ``mixed``
+    shapes, the rows' order, [the dt in md], (the plan, the buffer), extras)`` of ``mixed``
     (``scene_data``'s plan of the scene's pairs; ``poses``:
-    :func:`~sparsedyn.contact.box_box_road.box_box_poses`, the gather of its pairs of two boxes' poses),
-    laid out once per thread while the plan stays (``scene.cache``); ``hulls`` None, or where the plan
-    has pairs for coal ``(their pairs, every shape's R (S, 3, 3) and p (S, 3), the world's written once,
-    their first row, each scene pair's look-ahead)``; False where the plan has other pairs than the
-    kernel's, two boxes' and coal's (never this road), None where a routine or a native callable is not
-    built (asked again at the next call)."""
+    :func:`~sparsedyn.contact.box_box_road.box_box_poses`, the gather of its pairs of two boxes' poses, of
+    none where it has none), laid out once per thread while the plan stays (``scene.cache``); ``extras``
+    None, or where the plan has pairs for coal or on height fields :func:`_extra_rows`' ``extras``; False
+    where the plan has other pairs than the kernel's, two boxes', coal's and on height fields (never this
+    road), None where a routine or a native callable is not built (asked again at the next call)."""
     got = scene.cache.get(_KEY)
     if got is None or got[0] is not mixed:
         got = scene.cache[_KEY] = (mixed, {})
-    model, bb, kp = scene.model, mixed.bb, mixed.kernel
+    model, bb, kp = scene.model, _boxes(scene, mixed), mixed.kernel
     K1 = len(kp.pair) if kp.pairs else 0
-    H = len(mixed.hulls)
-    if mixed.mesh is not None or len(mixed.boxes) or bb is None or len(mixed.pair) != K1 + ROWS * len(bb.pair) + H:
+    H, F = len(mixed.hulls), int(mixed.fields[1].sum())
+    if mixed.mesh is not None or len(mixed.boxes) or len(mixed.pair) != K1 + ROWS * len(bb.pair) + H + F:
         got[1][get_ident()] = False
         return False
     calls = native_calls(model) or {}
@@ -87,14 +90,35 @@ def _scratch(scene, mixed, poses):
     head = [P, S, NB, K] + offs[:6] + [offs[6] + NEAR_COLUMNS * K1] + offs[7:12]
     plan = np.concatenate([head, road.gather, _pair_bodies(scene).reshape(-1), bb.pair, mixed.pair]).astype(np.int64)
     outs = (view[7][:9 * G].reshape(G, 3, 3), view[7][9 * G:12 * G].reshape(G, 3)) if G else None
-    hulls = None
-    if H:
-        hulls = (mixed.hulls, *shape_poses(scene), K - H, view[2])
+    extras = (mixed.hulls, mixed.fields, *shape_poses(scene), K - H - F, view[2]) if H or F else None
     kept = got[1][get_ident()] = (
         f, plan.ctypes.data, buf.ctypes.data, view[0].reshape(NB, 6), outs, view[3].reshape(()),
         rows[:K1] if K1 else None, rows, view[5], view[10], calls[_BV], calls[_GP], kernel, kp,
-        (model.nq,), (model.nv,), mixed.order, [0.0], (plan, buf), hulls)
+        (model.nq,), (model.nv,), mixed.order, [0.0], (plan, buf), extras)
     return kept
+
+
+def _boxes(scene, mixed):
+    """The plan of ``mixed``'s pairs of two boxes, or of none where it has none."""
+    return mixed.bb if mixed.bb is not None else no_boxes(scene)
+
+
+def _extra_rows(scene, extras, outs, rows):
+    """``rows`` with the rows of the pairs for coal and on height fields written from ``extras``: ``(hulls
+    (H,), fields, R (S, 3, 3), p (S, 3), their first row, each scene pair's look-ahead (P,))`` (every
+    shape's placement, the world's written once, the robot's from ``outs``); None where a pair on a height
+    field has more hits than its rows."""
+    hulls, fields, R, p, at, cut = extras
+    if outs is not None:
+        R[:len(outs[0])], p[:len(outs[1])] = outs
+    if len(hulls):                                         # coal's pairs within the routine's look-ahead
+        rows[at:at + len(hulls)] = hull_rows(scene, hulls, R, p, cut)
+    if len(fields[0]):
+        got = hfield_rows(scene, fields, R, p, cut)
+        if got is None:
+            return None
+        rows[at + len(hulls):] = got
+    return rows
 
 
 def step_buffers(scene, mixed, poses):
@@ -120,9 +144,9 @@ def box_box_step_rows(scene, mixed, poses, q, v, dt, fresh=True):
     one), which the next call overwrites, for a caller that reads them before it (a step's native
     call that keeps nothing of them)."""
     kept = step_buffers(scene, mixed, poses)
-    if not kept or poses(scene, mixed.bb) is None:       # (the gather declined: the general road)
+    if not kept or poses(scene, _boxes(scene, mixed)) is None:       # (the gather declined: the general road)
         return None
-    f, plan, buf, V, outs, top, kern, rows, within, md, bv, gp, near, kp, nq, nv, order, last, _, hulls = kept
+    f, plan, buf, V, outs, top, kern, rows, within, md, bv, gp, near, kp, nq, nv, order, last, _, extras = kept
     if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == nq and type(v) is np.ndarray
             and v.dtype is _F64 and v.shape == nv and type(dt) in (float, int) and 0 < dt < math.inf):
         return None
@@ -135,10 +159,8 @@ def box_box_step_rows(scene, mixed, poses, q, v, dt, fresh=True):
     f(plan, buf)
     if kern is not None:
         near(q, kp.shapes, top, kp.pairs, out=kern)
-    if hulls is not None:                                  # coal's pairs within the routine's look-ahead
-        ks, R, p, at, cut = hulls
-        R[:len(outs[0])], p[:len(outs[1])] = outs
-        rows[at:] = hull_rows(scene, ks, R, p, cut)
+    if extras is not None and _extra_rows(scene, extras, outs, rows) is None:
+        return None
     if not fresh:
         return (rows if order is None else rows.take(order, 0)), within
     return (rows.copy() if order is None else rows.take(order, 0)), within.copy()
