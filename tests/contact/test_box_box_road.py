@@ -146,6 +146,15 @@ def test_the_roads_hits_are_their_own_arrays_and_bad_q_is_named():
             sd.collide(scene, poses[0][:7])
 
 
+def _the_general_roads(scene, q):
+    """collide's hits at ``q`` (passed as a plain list), asserted the general road's bit for bit."""
+    got, want = sd.collide(scene, list(q)), collide_within(scene, q, None)
+    assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
+    for a, b in zip(got[1:4], want[1:4]):
+        assert np.array_equal(a, b)
+    return got
+
+
 def test_a_scene_without_pairs_of_two_boxes_takes_the_road_with_its_pairs_for_coal():
     """A free cylinder (a drum) over the floor beside a world post: the drum on the floor is the kernel's
     pair, the drum against the post coal's closest pair; the road holds no pair of two boxes, its hits are
@@ -167,10 +176,7 @@ def test_a_scene_without_pairs_of_two_boxes_takes_the_road_with_its_pairs_for_co
         assert isinstance(road, BoxBoxRoad) and not len(road.bp.pair) and len(road.hulls) == 1
         seen = set()
         for q in poses:
-            got, want = sd.collide(scene, list(q)), collide_within(scene, q, None)
-            assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
-            for a, b in zip(got[1:4], want[1:4]):
-                assert np.array_equal(a, b)
+            got = _the_general_roads(scene, q)
             mine = [i for i, p in enumerate(got.pairs) if p == ("drum", "post")]
             if mine:
                 Rg, pg = sd.geometry_placements(model, q, "collision")
@@ -219,10 +225,7 @@ def test_shapes_on_a_height_field_take_the_road_with_its_rows():
         assert isinstance(road, BoxBoxRoad) and len(road.fields[0]) == 2 and len(road.hulls) == 2
         seen = set()
         for q in poses:
-            got, want = sd.collide(scene, list(q)), collide_within(scene, q, None)
-            assert got.pairs == want.pairs and np.array_equal(got.pair, want.pair)
-            for a, b in zip(got[1:4], want[1:4]):
-                assert np.array_equal(a, b)
+            got = _the_general_roads(scene, q)
             with sd.use_backend("numpy"):
                 slow = sd.collide(scene, q)
             assert slow.pairs == got.pairs
