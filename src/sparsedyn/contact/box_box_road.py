@@ -31,7 +31,8 @@ from .box_box_native import _PAR, ROWS, BoxBoxPlan, _routine, routine
 from .collision_hfield import field_pairs, hfield_rows
 from .hull_pairs import hull_pairs, hull_rows, shape_poses
 
-__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits", "no_boxes"]
+__all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits", "extra_rows",
+           "no_boxes"]
 
 _GP = "geometry_placements"
 
@@ -115,31 +116,32 @@ def _extras(scene, inside):
     return scene.cache[key]
 
 
-def extra_table(scene, road, outs, held, rows):
-    """The table ``rows`` with the rows ``[d, x, n]`` of ``road``'s pairs for coal and on height fields
-    written (its last), from the robot's placements ``outs`` (``(R (G, 3, 3), p (G, 3))`` or None) and
-    ``held``: ``(R (S, 3, 3), p (S, 3), cut (P,))``, every shape's placement (the world's written once)
-    and the margin per pair; None where a pair on a height field has more hits than its rows."""
-    R, p, cut = held
+def extra_rows(scene, hulls, fields, held, outs):
+    """Write the rows of the pairs ``hulls`` (H,) for coal, then of ``fields`` on height fields
+    (:func:`~sparsedyn.contact.collision_hfield.field_pairs`' pairs and rows, F rows in all), into the first
+    columns of ``held``'s table (H + F, >= 7): ``held`` ``(R (S, 3, 3), p (S, 3), cut (P,), table)``, every
+    shape's placement (the world's written once, the robot's from its placements ``outs``, ``(R (G, 3, 3),
+    p (G, 3))`` or None) and each scene pair's cutoff; the table, or None where a pair on a height field has
+    more hits than its rows."""
+    R, p, cut, out = held
     if outs is not None:
         R[:len(outs[0])], p[:len(outs[1])] = outs
-    H, F = len(road.hulls), int(road.fields[1].sum())
-    end = len(rows) - F
+    c, H = out.shape[1], len(hulls)
     if H:
-        rows[end - H:end] = hull_rows(scene, road.hulls, R, p, cut)[:, :7]
-    if F:
-        got = hfield_rows(scene, road.fields, R, p, cut)
+        out[:H] = hull_rows(scene, hulls, R, p, cut)[:, :c]
+    if len(fields[0]):
+        got = hfield_rows(scene, fields, R, p, cut)
         if got is None:
             return None
-        rows[end:] = got[:, :7]
-    return rows
+        out[H:] = got[:, :c]
+    return out
 
 
-def _held(scene, road):
-    """``extra_table``'s ``held`` for ``road``, None where it has no pairs for coal or on height fields."""
-    if not (len(road.hulls) or len(road.fields[0])):
-        return None
-    return (*shape_poses(scene), np.full(len(scene.index), float(road.cutoff)))
+def _held(scene, road, rows, cut):
+    """:func:`extra_rows`' ``held`` for ``road``'s table ``rows`` (the last of them) and the cutoffs ``cut``
+    (P,), None where it has no pairs for coal or on height fields."""
+    n = len(road.hulls) + int(road.fields[1].sum())
+    return (*shape_poses(scene), cut, rows[len(rows) - n:]) if n else None
 
 
 def _laid_out(scene, bp):
@@ -212,7 +214,7 @@ def _road_routine():
 
 def _table_scratch(scene, road):
     """This thread's ``(routine, plan's address, buffer's address, placements' outputs or None, the
-    kernel's output or None, the table (N, 7), placements, plan, buffer, :func:`extra_table`'s ``held``
+    kernel's output or None, the table (N, 7), placements, plan, buffer, :func:`extra_rows`' ``held``
     or None)`` for :func:`box_box_road_table`
     (``sd_box_box_road``'s plan and buffer laid out once: the world boxes' poses, the half extents, the
     cutoffs fixed), or None where the routine or the native placements are not built."""
@@ -232,7 +234,8 @@ def _table_scratch(scene, road):
     kern = buf[offs[1]:offs[2]].reshape(K, 11) if K else None
     got = road.tables[threading.get_ident()] = (f, plan.ctypes.data, buf.ctypes.data, outs, kern,
                                                  buf[offs[4]:offs[5]].reshape(N, 7), gp, plan, buf,
-                                                 _held(scene, road))
+                                                 _held(scene, road, buf[offs[4]:offs[5]].reshape(N, 7),
+                                                       np.full(len(scene.index), float(road.cutoff))))
     return got
 
 
@@ -241,7 +244,7 @@ def box_box_road_table(scene, road, q):
     placements and the collision kernel's candidates (written into this thread's buffer; the table a
     view of it): the kernel's candidates, then each pair of two boxes' ``ROWS`` rows (``x`` midway
     between the witnesses, ``d`` +inf in a free row), then the pairs for coal and on height fields
-    (:func:`extra_table`); None where the routine or the native placements are not built, or where a pair
+    (:func:`extra_rows`); None where the routine or the native placements are not built, or where a pair
     on a height field has more hits than its rows."""
     got = road.tables.get(threading.get_ident())
     if got is None:
@@ -255,7 +258,7 @@ def box_box_road_table(scene, road, q):
         g, kp = road.kernel
         g(q, kp.shapes, kp.cutoff, kp.pairs, out=kern)
     f(plan, buf)
-    return rows if got[9] is None else extra_table(scene, road, outs, got[9], rows)
+    return rows if got[9] is None or extra_rows(scene, road.hulls, road.fields, got[9], outs) is not None else None
 
 
 def box_box_road_hits(scene, road, q, cut):

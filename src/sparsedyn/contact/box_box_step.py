@@ -27,9 +27,8 @@ import numpy as np
 from ..kernels import native_calls
 from .box_box_native import _PAR, ROWS, routine
 from .collision_near import NEAR_COLUMNS, collision_candidates_near
-from .box_box_road import no_boxes
-from .collision_hfield import hfield_rows
-from .hull_pairs import hull_rows, shape_poses
+from .box_box_road import extra_rows, no_boxes
+from .hull_pairs import shape_poses
 from .look_ahead import _pair_bodies, body_reach
 
 __all__ = ["box_box_step_rows", "step_buffers", "one_state"]
@@ -58,7 +57,8 @@ def _scratch(scene, mixed, poses):
     (``scene_data``'s plan of the scene's pairs; ``poses``:
     :func:`~sparsedyn.contact.box_box_road.box_box_poses`, the gather of its pairs of two boxes' poses, of
     none where it has none), laid out once per thread while the plan stays (``scene.cache``); ``extras``
-    None, or where the plan has pairs for coal or on height fields :func:`_extra_rows`' ``extras``; False
+    None, or where the plan has pairs for coal or on height fields ``(hulls, fields, held)`` of
+    :func:`~sparsedyn.contact.box_box_road.extra_rows` (the look-ahead its cutoffs); False
     where the plan has other pairs than the kernel's, two boxes', coal's and on height fields (never this
     road), None where a routine or a native callable is not built (asked again at the next call)."""
     got = scene.cache.get(_KEY)
@@ -90,7 +90,7 @@ def _scratch(scene, mixed, poses):
     head = [P, S, NB, K] + offs[:6] + [offs[6] + NEAR_COLUMNS * K1] + offs[7:12]
     plan = np.concatenate([head, road.gather, _pair_bodies(scene).reshape(-1), bb.pair, mixed.pair]).astype(np.int64)
     outs = (view[7][:9 * G].reshape(G, 3, 3), view[7][9 * G:12 * G].reshape(G, 3)) if G else None
-    extras = (mixed.hulls, mixed.fields, *shape_poses(scene), K - H - F, view[2]) if H or F else None
+    extras = (mixed.hulls, mixed.fields, (*shape_poses(scene), view[2], rows[K - H - F:])) if H or F else None
     kept = got[1][get_ident()] = (
         f, plan.ctypes.data, buf.ctypes.data, view[0].reshape(NB, 6), outs, view[3].reshape(()),
         rows[:K1] if K1 else None, rows, view[5], view[10], calls[_BV], calls[_GP], kernel, kp,
@@ -101,24 +101,6 @@ def _scratch(scene, mixed, poses):
 def _boxes(scene, mixed):
     """The plan of ``mixed``'s pairs of two boxes, or of none where it has none."""
     return mixed.bb if mixed.bb is not None else no_boxes(scene)
-
-
-def _extra_rows(scene, extras, outs, rows):
-    """``rows`` with the rows of the pairs for coal and on height fields written from ``extras``: ``(hulls
-    (H,), fields, R (S, 3, 3), p (S, 3), their first row, each scene pair's look-ahead (P,))`` (every
-    shape's placement, the world's written once, the robot's from ``outs``); None where a pair on a height
-    field has more hits than its rows."""
-    hulls, fields, R, p, at, cut = extras
-    if outs is not None:
-        R[:len(outs[0])], p[:len(outs[1])] = outs
-    if len(hulls):                                         # coal's pairs within the routine's look-ahead
-        rows[at:at + len(hulls)] = hull_rows(scene, hulls, R, p, cut)
-    if len(fields[0]):
-        got = hfield_rows(scene, fields, R, p, cut)
-        if got is None:
-            return None
-        rows[at + len(hulls):] = got
-    return rows
 
 
 def step_buffers(scene, mixed, poses):
@@ -159,7 +141,7 @@ def box_box_step_rows(scene, mixed, poses, q, v, dt, fresh=True):
     f(plan, buf)
     if kern is not None:
         near(q, kp.shapes, top, kp.pairs, out=kern)
-    if extras is not None and _extra_rows(scene, extras, outs, rows) is None:
+    if extras is not None and extra_rows(scene, *extras, outs) is None:    # (from the routine's look-ahead)
         return None
     if not fresh:
         return (rows if order is None else rows.take(order, 0)), within

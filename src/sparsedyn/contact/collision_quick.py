@@ -20,7 +20,7 @@ import numpy as np
 
 from ..kernels import native_calls, native_function
 from . import mesh_box_loop
-from .box_box_road import BoxBoxRoad, _table_scratch, extra_table
+from .box_box_road import BoxBoxRoad, _table_scratch, extra_rows
 from .collision_near import NEAR_COLUMNS
 from .mesh_box_road import _FROM, _GP, BoxRoad, _closest, _scratch
 from .mesh_plane_loop import mesh_plane_loop_rows, mesh_plane_rows_call
@@ -84,7 +84,7 @@ def _make(scene, road, hits):
         if kern is not None:
             g(q, shapes, cutoff, pairs, out=kern)
         f(plan, buf)
-        return rows if held is None else extra_table(scene, kp, outs, held, rows)
+        return rows if held is None or extra_rows(scene, kp.hulls, kp.fields, held, outs) is not None else None
     return _picking(scene, table, pick, cutoff, kp.order, kp.every, hits)
 
 
