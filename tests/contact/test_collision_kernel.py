@@ -25,7 +25,8 @@ from sparsedyn.contact.collision_kernel import CANDIDATES, kernel_plan
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.friction import _options, _slotted_step
 from sparsedyn.contact.scene_step import FoundContacts, scene_contacts, scene_slots, scene_step
-from test_collision import SIZES, coal_distance, coal_shape, free_body_scene, random_body_q, sphere_in_cylinder
+from test_collision import (SIZES, _on_an_ellipsoid, coal_distance, coal_shape, free_body_scene, random_body_q,
+                            sphere_in_cylinder)
 
 HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
 KERNEL_PAIRS = [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "sphere"), ("capsule", "capsule"),
@@ -57,14 +58,16 @@ def _ran_native(model):
 BOX_PAIRS = [("sphere", "box"), ("box", "sphere"), ("capsule", "box"), ("box", "capsule")]
 #: a sphere against a cylinder: its closest pair, or from a centre inside the nearer of the side and the caps
 CYLINDER_PAIRS = [("sphere", "cylinder"), ("cylinder", "sphere")]
+#: an ellipsoid on a plane: its support point along the plane's normal (against a sphere: its own test)
+ELLIPSOID_PAIRS = [("ellipsoid", "plane")]
 
 
-@pytest.mark.parametrize("kind_a, kind_b", KERNEL_PAIRS + BOX_PAIRS + CYLINDER_PAIRS)
+@pytest.mark.parametrize("kind_a, kind_b", KERNEL_PAIRS + BOX_PAIRS + CYLINDER_PAIRS + ELLIPSOID_PAIRS)
 def test_native_collide_is_the_numpy_road_and_coals_closest_pair(kind_a, kind_b, native_backend):
     """Random poses of a free body's shape against a world shape (margin 10 m: every candidate is a
     hit): the kernel's hits are the vectorised road's, the deepest coal's distance and witness points
     (a sphere's centre inside a cylinder: the distance by hand, where coal's EPA leaves through the side)."""
-    rng = np.random.default_rng((KERNEL_PAIRS + BOX_PAIRS + CYLINDER_PAIRS).index((kind_a, kind_b)))
+    rng = np.random.default_rng((KERNEL_PAIRS + BOX_PAIRS + CYLINDER_PAIRS + ELLIPSOID_PAIRS).index((kind_a, kind_b)))
     scene = free_body_scene(kind_a, kind_b)
     assert kernel_plan(scene).complete
     ga, gb = coal_shape(kind_a, SIZES[kind_a]), coal_shape(kind_b, SIZES[kind_b])
@@ -93,6 +96,39 @@ def test_native_collide_is_the_numpy_road_and_coals_closest_pair(kind_a, kind_b,
     else:
         assert counts == {per}
     assert inside >= (2 if {kind_a, kind_b} == {"sphere", "cylinder"} else 0)      # (from inside too)
+    assert _ran_native(scene.model)
+
+
+@pytest.mark.parametrize("kind_a, kind_b", [("ellipsoid", "sphere"), ("sphere", "ellipsoid")])
+def test_an_ellipsoid_and_a_sphere_in_the_kernel(kind_a, kind_b, native_backend):
+    """A free body's ellipsoid against a world ball, or its ball against a world ellipsoid, at random poses
+    (apart, overlapping, the centre inside the ellipsoid): the kernel's one hit is the NumPy road's, a
+    critical point of the distance (the closest point's conditions), and apart coal's distance."""
+    rng = np.random.default_rng(["ellipsoid", "sphere"].index(kind_a))
+    scene = free_body_scene(kind_a, kind_b)
+    assert kernel_plan(scene).complete
+    e, r = SIZES["ellipsoid"], SIZES["sphere"][0]
+    ga, gb = coal_shape(kind_a, SIZES[kind_a]), coal_shape(kind_b, SIZES[kind_b])
+    seen = {"apart": 0, "overlapping": 0, "inside": 0}
+    for _ in range(60):
+        _, _, q = random_body_q(rng, 0.6)
+        q[3:] /= np.linalg.norm(q[3:])                  # (a rotation to rounding: the closest point's conditions)
+        (R,), (p,) = sd.geometry_placements(scene.model, q, "collision")
+        got = sd.collide(scene, q.tolist())
+        with sd.use_backend("numpy"):
+            want = sd.collide(scene, q)
+        assert_same_hits(got, want)
+        assert len(got.distances) == 1
+        if kind_a == "ellipsoid":                       # (the ball at the origin)
+            _on_an_ellipsoid(got, R, p, e, r)
+        else:                                           # (the ball at p: the pair moved by -p, seen from it)
+            _on_an_ellipsoid(got._replace(points=got.points - p, normals=-got.normals), np.eye(3), -p, e, r)
+        d = got.distances[0]
+        seen["apart" if d > 0 else "inside" if d < -r else "overlapping"] += 1
+        if d > 0:
+            want_d, _ = coal_distance(ga, coal.Transform3s(R, p), gb, coal.Transform3s(np.eye(3), np.zeros(3)))
+            assert abs(d - want_d) <= 1e-9
+    assert min(seen.values()) >= 3, seen
     assert _ran_native(scene.model)
 
 

@@ -17,7 +17,7 @@ import sparsedyn as sd
 from conftest import dm_control_humanoid, rounding_bound
 from sparsedyn.codegen import native
 from sparsedyn.contact.collision_kernel import kernel_plan
-from test_collision_kernel import KERNEL_PAIRS
+from test_collision_kernel import ELLIPSOID_PAIRS, KERNEL_PAIRS
 from test_collision import free_body_scene, random_body_q
 from test_look_ahead import SIZES, _by_hand, _two_boxes
 from test_scene_physics import FLOOR
@@ -92,11 +92,14 @@ def test_numpy_road_is_the_native_one(native_backend):
         _check(model, Q[i], kp, 0.01, want[i])
 
 
-@pytest.mark.parametrize("kind_a, kind_b", KERNEL_PAIRS)
+EVERY_KIND = KERNEL_PAIRS + ELLIPSOID_PAIRS + [("ellipsoid", "sphere"), ("sphere", "ellipsoid")]
+
+
+@pytest.mark.parametrize("kind_a, kind_b", EVERY_KIND)
 def test_every_kind_of_pair_against_the_full_kernel(kind_a, kind_b, native_backend):
     """Each kind of pair at random poses, some near (computed), some far (bounded): the bound of a
     plane pair is the shape's support along the normal, of the others bounding spheres."""
-    rng = np.random.default_rng(KERNEL_PAIRS.index((kind_a, kind_b)))
+    rng = np.random.default_rng(EVERY_KIND.index((kind_a, kind_b)))
     scene = free_body_scene(kind_a, kind_b)
     kp = kernel_plan(scene)
     model = scene.model
@@ -124,6 +127,27 @@ def test_a_box_lying_on_the_floor_by_hand(native_backend):
     q[2] = half[2] + 0.05
     far = sd.collision_candidates_near(scene.model, q, kp.shapes, 0.01, kp.pairs)
     assert np.allclose(far[:, 0], 0.05, atol=1e-15, rtol=0) and not far[:, 1:].any()
+
+
+def test_an_ellipsoid_tilted_on_the_floor_by_hand(native_backend):
+    """An ellipsoid of semi-axes (0.2, 0.3, 0.4) turned by t about x, its centre at height z: its lowest
+    point lies ``sqrt((0.3 sin t)^2 + (0.4 cos t)^2)`` below the centre, at ``(0, 0.3^2 sin t, -0.4^2 cos t)
+    / that`` in the world's axes turned back (so its y is ``(0.4^2 - 0.3^2) sin t cos t / that``); the
+    midpoint halfway to the floor, normal +z; farther than the cutoff, the row is that bound alone."""
+    scene = free_body_scene("ellipsoid", "plane")
+    kp = kernel_plan(scene)
+    t, z = 0.6, 0.35
+    reach = np.hypot(0.3 * np.sin(t), 0.4 * np.cos(t))
+    q = [0.1, -0.2, z, np.sin(t / 2), 0, 0, np.cos(t / 2)]
+    got = sd.collision_candidates_near(scene.model, q, kp.shapes, 0.01, kp.pairs)
+    d = z - reach
+    assert got.shape == (1, 11) and abs(got[0, 0] - d) <= 1e-15
+    low = [0.1, -0.2 + (0.4 ** 2 - 0.3 ** 2) * np.sin(t) * np.cos(t) / reach, z - reach]
+    assert np.abs(got[0, 1:4] - (low + np.array([0.1, low[1], 0.0])) / 2).max() <= 1e-15
+    assert np.all(got[0, 4:7] == [0, 0, 1])
+    q[2] = reach + 0.05
+    far = sd.collision_candidates_near(scene.model, q, kp.shapes, 0.01, kp.pairs)
+    assert abs(far[0, 0] - 0.05) <= 1e-15 and not far[0, 1:].any()
 
 
 @pytest.mark.parametrize("cutoff, shapes, message", [

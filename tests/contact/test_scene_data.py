@@ -205,8 +205,8 @@ def test_a1s_cylinders_on_a_world_box_take_this_road_with_the_contact_objects_da
 def test_an_ellipsoid_on_a_floor_and_a_table_takes_this_road_with_the_contact_objects_data(native_backend,
                                                                                           monkeypatch):
     """A free ellipsoid (an egg, dm_control's CMU humanoid's and quadruped's shape) over a floor and beside a
-    table: its pair with the floor is a closed form's closest pair and its pair with the table coal's
-    (``hull_pairs``); a state's data come with no Contact object and equal those laid out from Contact
+    table: its pair with the floor is the collision kernel's (its support point) and its pair with the table
+    coal's (``hull_pairs``); a state's data come with no Contact object and equal those laid out from Contact
     objects, some states on the floor and some on the table."""
     from sparsedyn.model.spatial import Transform
     from test_reduction import random_poses
@@ -219,7 +219,8 @@ def test_an_ellipsoid_on_a_floor_and_a_table_takes_this_road_with_the_contact_ob
                                       sd.Shape("box", (0.2, 0.2, 0.05), placement=(np.eye(3), [0.15, 0.0, 0.025]),
                                                name="table")])
     fast, slow = scene(), scene()
-    assert np.array_equal(scene_data._mixed_plan(fast)[0].hulls, [0, 1])
+    assert np.array_equal(scene_data._mixed_plan(fast)[0].hulls, [1])
+    assert list(kernel_plan(fast).inside) == [True, False]
     rng = np.random.default_rng(13)
     states = [(q, 0.3 * rng.standard_normal(6)) for q in random_poses(rng, 40, 0.15, (0.02, 0.1))]
     assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 20

@@ -8,7 +8,7 @@ phase).  The program is an iterative kernel (:mod:`sparsedyn.symbolic.loop`):
 
 * ``init``: the forward kinematics, every shape's world pose, and each pair's lower bound ``b`` of
   its distance (bounding spheres for two shapes; for a shape against a plane its support along the
-  normal: exact for spheres, capsules and boxes, a bounding sphere for a cylinder; against a box the
+  normal: exact for spheres, capsules, boxes and ellipsoids, a bounding sphere for a cylinder; against a box the
   other shape's bounding sphere's distance to the box); a pair is *near*
   where ``b <= cutoff + SLACK``; the loop state holds every candidate row, ``[b, 0, ...]`` to begin
   with, and a table of jumps from each stage to the next near pair's;
@@ -32,7 +32,7 @@ from .. import backend as bk
 from ..algorithms.kinematics import joint_transforms, velocity_pass
 from ..kernels import kernel, native_calls
 from ..symbolic.loop import run_stages
-from .collision_kernel import _check_pairs, _pair_rows, _per_pair, _posers, _shape_count
+from .collision_kernel import _check_pairs, _max, _pair_rows, _per_pair, _posers, _shape_count
 
 __all__ = ["collision_candidates_near", "collision_candidates_ahead", "near_call", "near_rows", "NEAR_COLUMNS", "SLACK",
            "hit_rows"]
@@ -44,7 +44,8 @@ NEAR_COLUMNS = 11
 
 #: The entries of a shape's world pose kept in the constants, by kind: ``R``'s columns (the axis
 #: alone for a capsule and a plane's normal, none for a sphere), then ``p``.
-_KEPT = {"sphere": (), "capsule": (2,), "plane": (2,), "box": (0, 1, 2), "cylinder": (0, 1, 2)}
+_KEPT = {"sphere": (), "capsule": (2,), "plane": (2,), "box": (0, 1, 2), "cylinder": (0, 1, 2),
+         "ellipsoid": (0, 1, 2)}
 
 #: A pair is computed where its lower bound is at most ``cutoff`` plus this [m], so that the rounding
 #: of the bound (a formula other than the candidates') never leaves out a candidate within ``cutoff``.
@@ -129,6 +130,9 @@ def _bound(pair, A, B):
             return h - sa[0] - (sa[1] / 2) * _abs(Ra[0, 2] * n[0] + Ra[1, 2] * n[1] + Ra[2, 2] * n[2])
         if kind_a == "box":
             return h - sum((sa[i] / 2) * _abs(Ra[0, i] * n[0] + Ra[1, i] * n[1] + Ra[2, i] * n[2]) for i in range(3))
+        if kind_a == "ellipsoid":                                        # its support along -n, exact
+            m = [sa[i] * (Ra[0, i] * n[0] + Ra[1, i] * n[1] + Ra[2, i] * n[2]) for i in range(3)]
+            return h - bk.sqrt(m[0] * m[0] + m[1] * m[1] + m[2] * m[2])
         return h - bk.sqrt(sa[0] * sa[0] + sa[1] * sa[1] / 4)             # a cylinder: its bounding sphere
     if "box" in (kind_a, kind_b):                                        # the other's bounding sphere and the box
         (R, p, s), (c, r) = (B, (pa, _radius(kind_a, sa))) if kind_b == "box" else (A, (pb, _radius(kind_b, B[2])))
@@ -145,9 +149,11 @@ def _relu(x):
 
 
 def _radius(kind, s):
-    """The radius of a sphere, capsule or cylinder's bounding sphere about its centre."""
+    """The radius of a sphere, capsule, cylinder or ellipsoid's bounding sphere about its centre."""
     if kind == "cylinder":
         return bk.sqrt(s[0] * s[0] + s[1] * s[1] / 4)
+    if kind == "ellipsoid":                                              # (its largest semi-axis)
+        return _max(_max(s[0], s[1]), s[2])
     return s[0] if kind == "sphere" else s[0] + s[1] / 2
 
 

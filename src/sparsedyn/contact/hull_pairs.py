@@ -3,9 +3,10 @@
 A robot's collision meshes are their convex hulls (:func:`~sparsedyn.contact.collision_coal.convex_geometry`);
 two of them (self-collision), or a hull and a sphere, capsule, cylinder or another robot's or the world's
 hull, have no closed form in the collision kernel: each such pair's one hit is coal's closest pair (GJK,
-then EPA where they overlap), as :func:`~sparsedyn.collide` finds it; a sphere and an ellipsoid's, and
-an ellipsoid and a plane's, are closed forms (:data:`~sparsedyn.contact.closed_forms.CLOSEST`; a sphere
-and a cylinder's too on the NumPy road, the kernel's on the native one), collide's too
+then EPA where they overlap), as :func:`~sparsedyn.collide` finds it.  A sphere against a cylinder or an
+ellipsoid, and an ellipsoid against a plane, are the collision kernel's; one the kernel leaves out (a
+cylinder thinner than its ``MIN_FEATURE``) is its closed form here
+(:data:`~sparsedyn.contact.closed_forms.CLOSEST`), as on :func:`~sparsedyn.collide`'s NumPy road
 (:func:`closed_form_hits`, :func:`closest_on_face`).
 :func:`hull_rows` gives these hits in the columns of :func:`~sparsedyn.collision_candidates_near` (one
 row a pair), so that a scene with such pairs (a mesh robot with self-collision, a world mesh or ball)
