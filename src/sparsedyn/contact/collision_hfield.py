@@ -168,32 +168,50 @@ def _reach_down(scene, a, R, up, rb):
     """How far each shape ``a`` (m,) (orientations ``R`` (m, 3, 3), world) reaches below its bounding
     sphere's centre along the unit vector ``up`` (3,) (its support along ``-up``): a sphere's radius, a
     capsule's ``r + h |u . up|``, a box's ``sum h_i |R_i . up|``, a cylinder's ``h |u . up| + r sqrt(1 -
-    (u . up)^2)``, an ellipsoid's ``|D R^T up|``; a mesh's bounding radius ``rb`` (m,)."""
-    kinds, size = _kinds_sizes(scene)
-    k, e = kinds[a], size[a]
+    (u . up)^2)``, an ellipsoid's ``|D R^T up|``; a mesh's bounding radius ``rb`` (m,).  Each is ``s + L . c +
+    r_c sqrt(1 - c_z^2) + |E c|`` with ``c = |R^T up|`` and the shape's coefficients (:func:`_supports`)."""
+    coef, other = _supports(scene)
+    k = coef[a]
     c = np.abs(np.einsum("mij,i->mj", R, up))                   # |R_j . up|, each axis of each shape
-    axis = np.minimum(c[:, 2], 1.0)
-    out = np.select([k == 0, k == 1, k == 2, k == 3, k == 4],
-                    [e[:, 0], e[:, 0] + e[:, 1] / 2 * axis, (e / 2 * c).sum(1),
-                     e[:, 1] / 2 * axis + e[:, 0] * np.sqrt(1.0 - axis * axis), np.sqrt(((e * c) ** 2).sum(1))], rb)
-    return np.minimum(out, rb)
+    c[:, 2] = np.minimum(c[:, 2], 1.0)
+    out = k[:, 0] + (k[:, 1:4] * c).sum(1) + k[:, 4] * np.sqrt(1.0 - c[:, 2] * c[:, 2]) + \
+        np.sqrt(((k[:, 5:8] * c) ** 2).sum(1))
+    return np.minimum(np.where(other[a], rb, out), rb)
 
 
-#: The kinds :func:`_reach_down` has a support for, by code.
-_SUPPORTED = ("sphere", "capsule", "box", "cylinder", "ellipsoid")
-
-
-def _kinds_sizes(scene):
-    """``(codes (S,), sizes (S, 3))`` of the scene's shapes (:data:`_SUPPORTED`'s index, or -1; sizes
-    padded with zeros), kept by the scene."""
-    got = scene.cache.get("hfield kinds")
+def _supports(scene):
+    """``(coefficients (S, 8) [s, L (3), r_c, E (3)], other (S,) bool)`` of :func:`_reach_down`'s support of
+    each shape (a sphere ``s = r``; a capsule ``s = r``, ``L = (0, 0, h)``; a box ``L = h``; a cylinder ``L =
+    (0, 0, h)``, ``r_c = r``; an ellipsoid ``E = D``), ``other`` where it has none (its bounding radius);
+    kept by the scene."""
+    got = scene.cache.get("hfield supports")
     if got is None:
-        codes = np.array([_SUPPORTED.index(x.kind) if x.kind in _SUPPORTED else -1 for x in scene.shapes], int)
-        sizes = np.zeros((len(scene.shapes), 3))
+        coef, other = np.zeros((len(scene.shapes), 8)), np.zeros(len(scene.shapes), bool)
         for i, x in enumerate(scene.shapes):
-            if x.kind in _SUPPORTED:
-                sizes[i, :len(x.size)] = x.size
-        got = scene.cache["hfield kinds"] = (codes, sizes)
+            e = tuple(x.size)
+            if x.kind in ("sphere", "capsule"):
+                coef[i, 0], coef[i, 3] = e[0], (e[1] / 2 if x.kind == "capsule" else 0.0)
+            elif x.kind == "box":
+                coef[i, 1:4] = np.array(e) / 2
+            elif x.kind == "cylinder":
+                coef[i, 3], coef[i, 4] = e[1] / 2, e[0]
+            elif x.kind == "ellipsoid":
+                coef[i, 5:8] = e
+            else:
+                other[i] = True
+        got = scene.cache["hfield supports"] = (coef, other)
+    return got
+
+
+def _sizes(scene):
+    """The scene's shapes' sizes (S, 3), padded with zeros (a mesh's and a height field's: zeros), kept by the
+    scene."""
+    got = scene.cache.get("hfield sizes")
+    if got is None:
+        got = scene.cache["hfield sizes"] = np.zeros((len(scene.shapes), 3))
+        for i, x in enumerate(scene.shapes):
+            if x.kind not in ("mesh", "hfield"):
+                got[i, :len(x.size)] = x.size
     return got
 
 
@@ -242,7 +260,7 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
     reach = np.array([scene.shapes[sa[x]].bounding_radius for x in ts.tolist()]) + cut[ts]
     P, own = _window_points(grid, windows, pl[ts], reach)
     own = ts[own]
-    size = _kinds_sizes(scene)[1][sa[own]]
+    size = _sizes(scene)[sa[own]]
     X, Ra, pa = P @ Rh.T + ph, R[sa[own]], p[sa[own]]
     blocks = [[np.zeros(0, int), np.zeros(0), *np.zeros((3, 0, 3)), np.zeros(0, bool)]]
     for kind in ("box", "capsule", "cylinder"):
@@ -417,7 +435,7 @@ def _capsule_edges(scene, sa, edges, Rl, pl, Rh, ph, cut):
     point's, an end sphere's or a rim's hit), within ``cut``, the least distance about the edge
     (:func:`_local_least`)."""
     P0, P1, T, t = edges
-    size = _kinds_sizes(scene)[1][sa[t]]                             # (radius, length, 0)
+    size = _sizes(scene)[sa[t]]                             # (radius, length, 0)
     r, h = size[:, 0], size[:, 1]
     u = Rl[t, :, 2]
     A0, d1, d2 = pl[t] - (h / 2)[:, None] * u, h[:, None] * u, P1 - P0
@@ -438,7 +456,7 @@ def _box_edges(scene, sa, edges, Rl, pl, Rh, ph, cut):
     distance about it (:func:`_local_least`) and ``-n`` lies in the box edge's outward corner (along its
     two faces' outward normals: the box's edge is its nearest feature there)."""
     P0, P1, T, t = edges
-    h = _kinds_sizes(scene)[1][sa[t]] / 2
+    h = _sizes(scene)[sa[t]] / 2
     R, c = Rl[t], pl[t]
     A0 = c[:, None] + np.einsum("eij,ekj->eki", R, _EDGE_START * h[:, None])           # (e, 12, 3): box edges
     A = R[:, :, _EDGE_AXIS].swapaxes(1, 2) * (2 * h[:, _EDGE_AXIS])[..., None]
