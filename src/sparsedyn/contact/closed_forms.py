@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.spatial import cross3
 from .box_pairs import capsule_box, covered_ends
 from .collision_coal import SAME_DEPTH
 from .ellipsoid import ellipsoid_sphere
@@ -195,7 +196,7 @@ def cylinder_plane(Ra, pa, ha, ra, nb, pb):
     L = np.linalg.norm(w, axis=-1)
     upright = L <= 1e-12
     w = np.where(upright[:, None], Ra[:, :, 0], w / np.where(upright, 1.0, L)[:, None])
-    v = np.cross(u, w)
+    v = cross3(u, w)
     pts = [pa + s * ha[:, None] * u + ra[:, None] * d for s in (-1, 1) for d in (-w, w, v, -v)]
     k = len(pa)
     return _on_plane(np.concatenate(pts), np.zeros(8 * k), np.tile(nb, (8, 1)), np.tile(pb, (8, 1)))

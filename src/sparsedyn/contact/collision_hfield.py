@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import use_backend
+from ..model.spatial import cross3
 from .closed_forms import (_EDGE_AXIS, _EDGE_START, PARALLEL_EDGES, _segments, sphere_box, sphere_capsule,
                            sphere_cylinder, sphere_sphere)
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
@@ -467,7 +468,7 @@ def _box_edges(scene, sa, edges, Rl, pl, Rh, ph, cut):
     A0, A, B0, B, c, R = A0[i, j], A[i, j], P0[i], P1[i] - P0[i], c[i], R[i]
     s_box, s_edge = _segments(A0, A, B0, B)
     Y, X = A0 + s_box[:, None] * A, B0 + s_edge[:, None] * B
-    n = np.cross(A, B)
+    n = cross3(A, B)
     L = np.sqrt((n * n).sum(1))
     crossing = L > np.sin(PARALLEL_EDGES) * np.sqrt((A * A).sum(1) * (B * B).sum(1))   # (not parallel)
     n = n / np.where(crossing, L, 1.0)[:, None]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.spatial import cross3
 from .closed_forms import ellipsoid_plane
 from .ellipsoid import ellipsoid_closest
 from .heightfield import inside_triangles, triangle_normals
@@ -33,9 +34,9 @@ def segment_ellipsoid(P0, P1, Ra, pa, radii):
     length = np.linalg.norm(v, axis=1)
     u = v / length[:, None]
     k = np.argmin(np.abs(u), 1)                        # (the axis least along u: the plane's first direction)
-    b1 = np.cross(u, np.eye(3)[k])
+    b1 = cross3(u, np.eye(3)[k])
     b1 /= np.linalg.norm(b1, axis=1)[:, None]
-    b2 = np.cross(u, b1)
+    b2 = cross3(u, b1)
     M = 1.0 / (e * e)
     Mu = M * u
     uMu = (u * Mu).sum(1)

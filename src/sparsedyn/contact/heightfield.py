@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.spatial import cross3
 from .closed_forms import cylinder_plane
 
 __all__ = ["hfield_triangles", "hfield_grid", "hfield_mesh", "points_on_hfield", "triangle_normals",
@@ -124,7 +125,7 @@ def points_on_hfield(size, heights, triangles, centres, radii, reach):
     D = np.sqrt(D2)
     below = _below(C, x, y, z, size)
     T = triangles[np.take_along_axis(tri, m[:, None], 1)[:, 0]]
-    face_n = np.cross(T[:, 1] - T[:, 0], T[:, 2] - T[:, 0])
+    face_n = cross3(T[:, 1] - T[:, 0], T[:, 2] - T[:, 0])
     face_n /= np.linalg.norm(face_n, axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         away = np.where(below[:, None], wb - C, C - wb) / D[:, None]
