@@ -436,7 +436,7 @@ def _capsule_edges(scene, sa, edges, Rl, pl, Rh, ph, cut):
     point's, an end sphere's or a rim's hit), within ``cut``, the least distance about the edge
     (:func:`_local_least`)."""
     P0, P1, T, t = edges
-    size = _sizes(scene)[sa[t]]                             # (radius, length, 0)
+    size = _sizes(scene)[sa[t]]                                      # (radius, length, 0)
     r, h = size[:, 0], size[:, 1]
     u = Rl[t, :, 2]
     A0, d1, d2 = pl[t] - (h / 2)[:, None] * u, h[:, None] * u, P1 - P0

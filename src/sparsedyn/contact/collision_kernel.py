@@ -8,10 +8,10 @@ kinematics of :func:`~sparsedyn.geometry_placements`) and, for every pair, a fix
 *candidates* (a sphere or a capsule's end against a plane, a box's eight corners, the eight rim
 points of a cylinder, an ellipsoid's support point, the closest points of two spheres or capsules, a
 sphere or a capsule against a box: :mod:`~sparsedyn.contact.box_pairs`, a sphere against a cylinder or
-an ellipsoid),
-each with its signed distance.  The compiler traces it and a plain call runs it as one native call; a
-hit is a candidate closer than the scene's margin.  Every candidate's distance is at least the pair's, so computing all
-of them leaves out no broad phase: the hits are those of the vectorised closed forms.
+an ellipsoid), each with its signed distance.  The compiler traces it and a plain call runs it as one
+native call; a hit is a candidate closer than the scene's margin.  Every candidate's distance is at
+least the pair's, so computing all of them leaves out no broad phase: the hits are those of the
+vectorised closed forms.
 
 The pairs are the static argument (their kinds, shape indices and bodies: the structure); the
 shapes' placements in their bodies (or the world) and their sizes are data, ``shapes`` (S, 15)
@@ -41,9 +41,10 @@ CANDIDATES = {("sphere", "plane"): 1, ("capsule", "plane"): 2, ("box", "plane"):
               ("capsule", "box"): 3, ("sphere", "cylinder"): 1, ("ellipsoid", "plane"): 1, ("ellipsoid", "sphere"): 1}
 
 #: Newton's iterations of an ellipsoid's closest point to a sphere's centre (:func:`_ellipsoid_sphere`).  The
-#: NumPy road's stop where the iterate no longer rises (:func:`~sparsedyn.contact.ellipsoid.ellipsoid_closest`),
-#: and from its start, where ``F <= 2``, within 15 on 300,000 random points (inside, outside, on planes of
-#: symmetry) of ellipsoids of aspect up to 1000; after that each iteration here keeps its iterate.
+#: NumPy road (:func:`~sparsedyn.contact.ellipsoid.ellipsoid_closest`) stops where the iterate no longer rises;
+#: from its start (where ``F <= 2``) it stopped within 15 on 300,000 random points (inside, outside, on planes
+#: of symmetry) of ellipsoids of aspect up to 1,000.  Past that stop each iteration here keeps its iterate, so
+#: the two agree wherever the NumPy road stops within these.
 ELLIPSOID_NEWTON = 40
 
 #: The number of columns of a candidate, in order ``d``, the witness points ``w_a`` and ``w_b`` (world),

@@ -8,8 +8,8 @@ phase).  The program is an iterative kernel (:mod:`sparsedyn.symbolic.loop`):
 
 * ``init``: the forward kinematics, every shape's world pose, and each pair's lower bound ``b`` of
   its distance (bounding spheres for two shapes; for a shape against a plane its support along the
-  normal: exact for spheres, capsules, boxes and ellipsoids, a bounding sphere for a cylinder; against a box the
-  other shape's bounding sphere's distance to the box); a pair is *near*
+  normal: exact for spheres, capsules, boxes and ellipsoids, a bounding sphere for a cylinder; against a
+  box the other shape's bounding sphere's distance to the box); a pair is *near*
   where ``b <= cutoff + SLACK``; the loop state holds every candidate row, ``[b, 0, ...]`` to begin
   with, and a table of jumps from each stage to the next near pair's;
 * one stage per pair: its candidates' rows (those of :func:`~sparsedyn.collision_candidates`), and
