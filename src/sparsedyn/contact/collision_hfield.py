@@ -16,7 +16,7 @@ from .collision_near import NEAR_COLUMNS, hit_rows
 from .ellipsoid import point_ellipsoid
 from .ellipsoid_field import ellipsoid_faces, segment_ellipsoid
 from .heightfield import cylinder_faces, hfield_grid, hfield_triangles, points_on_hfield, segment_rims
-from .heightfield_c import field_grid, points_on_hfield_c
+from .heightfield_c import field_grid, group_on_hfield_c
 
 __all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
 
@@ -51,8 +51,9 @@ def _features(scene, k):
 def hfield_pairs(scene, ks, R, p, margin):
     """Hits of pairs ``ks`` of a shape and a height field within ``margin`` (a number, or one per pair):
     each of the shape's features (:func:`_features`) against the surface's triangles
-    (:func:`~sparsedyn.contact.heightfield.points_on_hfield`, the features of every pair on a field in
-    one call: C where built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and the hits of
+    (:func:`_feature_hits`: the broad test :func:`_near`, then
+    :func:`~sparsedyn.contact.heightfield.points_on_hfield`, the pairs on a field in one C call where
+    built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and the hits of
     :func:`_more_hits`: an ellipsoid's support point and a cylinder's rim points on the faces, and the
     grid points pressing into a box, a capsule, a cylinder or an ellipsoid, and the triangles' edges
     into a box's edge, a capsule's or a cylinder's side, a cylinder's rim or an ellipsoid, deeper than
@@ -66,26 +67,17 @@ def hfield_pairs(scene, ks, R, p, margin):
     field, a, groups = _plan(scene, ks)
     blocks = []
     for f, at in groups:
-        near = _near(scene, f, a[at], R, p, reach[at])
+        near, (o, d, wa, wb, n) = _feature_hits(scene, f, a[at], field[at], R, p, reach[at])
         if not near:
             continue
         at = at[[i for i, _ in near]]                              # (the pairs near the field)
-        sa, cut_k = a[at], reach[at]
-        Rl, pl = R[f].T @ R[sa], (p[sa] - p[f]) @ R[f]            # the shapes in the height field's frame
-        hf, (triangles, grid, z, _, table) = scene.shapes[f], _field(scene, f)
-        got = [_features(scene, x) for x in sa.tolist()]
-        owner = np.repeat(np.arange(len(at)), [len(x[1]) for x in got])
-        C = np.concatenate([C @ Rl[t].T + pl[t] for t, (C, _) in enumerate(got)]).reshape(-1, 3)
-        r, cut = np.concatenate([x[1] for x in got]), cut_k[owner]
-        hits = None if use_backend.current() == "numpy" else points_on_hfield_c(table, C, r, cut)
-        idx, d, wa, wb, n = hits or points_on_hfield(hf.size, hf.heights, triangles, C, r, cut)
-        pair, flip = ks[at][owner[idx]], field[at][owner[idx]][:, None]
-        wa, wb, n = wa @ R[f].T + p[f], wb @ R[f].T + p[f], n @ R[f].T              # (world)
-        wa, wb, n = _flipped(flip, wa, wb, n)
-        more, o = np.array([scene.shapes[x].kind in _MORE for x in sa.tolist()], bool), owner[idx]
+        sa, cut_k, pair = a[at], reach[at], ks[at][o]
+        more = _more_kinds(scene)[sa]
         if not more.any():
             blocks.append((pair, d, wa, wb, n))
             continue
+        Rl, pl = R[f].T @ R[sa], (p[sa] - p[f]) @ R[f]            # the shapes in the height field's frame
+        triangles, grid, z, _, _ = _field(scene, f)
         deepest = np.full(len(at), np.inf)
         np.minimum.at(deepest, o, d)
         ts = np.flatnonzero(more)
@@ -94,9 +86,39 @@ def hfield_pairs(scene, ks, R, p, margin):
         hits = hits[0], *_flipped(field[at][t][:, None], *hits[1:])
         order = np.argsort(np.concatenate([2 * o, 2 * t + 1]), kind="stable")      # (a pair's features, then more)
         blocks.append(tuple(np.concatenate([x, y])[order] for x, y in zip((pair, d, wa, wb, n), (ks[at][t], *hits))))
-    if not blocks:
-        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))
+    if len(blocks) < 2:
+        return blocks[0] if blocks else (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)),
+                                         np.zeros((0, 3)))
     return tuple(np.concatenate(x) for x in zip(*blocks))
+
+
+def _feature_hits(scene, f, sa, flip, R, p, cut):
+    """``(near, (t, d, w_a, w_b, n))`` of the shapes ``sa`` (m,) on height field ``f`` (``flip`` (m,): where
+    the field is their pair's first shape; world placements ``R`` (S, 3, 3), ``p`` (S, 3); cutoffs ``cut``
+    (m,)): :func:`_near`'s list of those near it, and their features' (:func:`_features`) hits within
+    their cutoffs (:func:`~sparsedyn.contact.heightfield.points_on_hfield` in the field's frame), in the
+    world as their pairs order them (``t`` (h,) each one's shape's position in ``near``; ``w_a`` on the
+    pair's first shape, ``n`` towards it; the shapes in turn, each one's features in turn).  Off the
+    NumPy road, in one C call where built
+    (:func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c`: the window's own highest point)."""
+    hf, (triangles, _, _, top, grid) = scene.shapes[f], _field(scene, f)
+    if use_backend.current() != "numpy":
+        each, table, features = _group_table(scene, f, sa, flip)
+        got = group_on_hfield_c(grid, top, R[each], p[each], cut, table, features)
+        if got is not None:
+            return got
+    near = _near(scene, f, sa, R, p, cut)
+    if not near:
+        return near, (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3)))
+    sk = sa[[i for i, _ in near]]
+    Rl, pl = R[f].T @ R[sk], (p[sk] - p[f]) @ R[f]                  # the shapes in the height field's frame
+    got = [_features(scene, x) for x in sk.tolist()]
+    owner = np.repeat(np.arange(len(sk)), [len(x[1]) for x in got])
+    C = np.concatenate([C @ Rl[t].T + pl[t] for t, (C, _) in enumerate(got)]).reshape(-1, 3)
+    r, reach = np.concatenate([x[1] for x in got]), cut[[i for i, _ in near]][owner]
+    idx, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, triangles, C, r, reach)
+    wa, wb, n = wa @ R[f].T + p[f], wb @ R[f].T + p[f], n @ R[f].T              # (world)
+    return near, (owner[idx], d, *_flipped(flip[[i for i, _ in near]][owner[idx]][:, None], wa, wb, n))
 
 
 def _flipped(flip, wa, wb, n):
@@ -141,9 +163,9 @@ def _near(scene, h, a, R, p, cut):
     against the field's highest point, then the highest of the blocks of :data:`BLOCK` grid points
     the window meets (:func:`_block_max`, at least the window's), then the window's own, or off the
     grid by as much."""
+    (sx, sy, _, _), (_, _, z, top, _) = scene.shapes[h].size, _field(scene, h)
     c, rad = _bounds(scene)
     o, rb = (p[a] + np.einsum("mij,mj->mi", R[a], c[a]) - p[h]) @ R[h], rad[a]
-    (sx, sy, _, _), (_, _, z, top, _) = scene.shapes[h].size, _field(scene, h)
     maybe = o[:, 2] - rb - top < cut                   # (the bounding sphere first: cheap)
     if not maybe.any():
         return []
@@ -201,6 +223,32 @@ def _supports(scene):
             else:
                 other[i] = True
         got = scene.cache["hfield supports"] = (coef, other)
+    return got
+
+
+def _group_table(scene, f, sa, flip):
+    """``(each, table (m, 16), features)`` of :func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c`
+    for the shapes ``sa`` (m,) on height field ``f`` (``flip`` (m,): where the field is their pair's first
+    shape): ``each`` (m + 1,) the field and the shapes, whose placements it takes; each shape's bounding sphere's centre (its frame) and radius, its :func:`_supports` coefficients, 1
+    where it has none, ``flip``, its first feature and their count in ``features`` (the table (N, 4) of
+    their :func:`_features`, centre and radius, and its address); kept by the scene."""
+    key = ("hfield group", f, sa.tobytes(), flip.tobytes())
+    got = scene.cache.get(key)
+    if got is None:
+        each = [_features(scene, i) for i in sa.tolist()]
+        rows = np.concatenate([np.column_stack([C, r]) for C, r in each]).reshape(-1, 4)
+        count = np.array([len(r) for _, r in each])
+        (c, rad), (coef, other) = _bounds(scene), _supports(scene)
+        table = np.column_stack([c[sa], rad[sa], coef[sa], other[sa], flip, np.cumsum(count) - count, count])
+        got = scene.cache[key] = (np.concatenate([[f], sa]), table, (rows, rows.ctypes.data))
+    return got
+
+
+def _more_kinds(scene):
+    """Where each of the scene's shapes (S,) is of a kind of :data:`_MORE`; kept by the scene."""
+    got = scene.cache.get("hfield more")
+    if got is None:
+        got = scene.cache["hfield more"] = np.array([x.kind in _MORE for x in scene.shapes], bool)
     return got
 
 
@@ -521,8 +569,10 @@ def hfield_rows(scene, fields, R, p, cut):
     k, d, wa, wb, n = hfield_pairs(scene, pairs, R, p, cut[pairs])
     if not len(k):
         return out
-    keep = one_per_point(k, d, wa, np.arange(len(k)))     # (hfield_pairs' hits lie within their cutoffs)
-    keep = keep[np.argsort(k[keep], kind="stable")]
+    keep = np.argsort(k, kind="stable")
+    if not (k[keep[1:]] > k[keep[:-1]]).all():            # (a pair with more than one: one per point)
+        keep = one_per_point(k, d, wa, np.arange(len(k)))     # (hfield_pairs' hits lie within their cutoffs)
+        keep = keep[np.argsort(k[keep], kind="stable")]
     k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
     at = np.searchsorted(pairs, k)
     rank = np.arange(len(k)) - np.searchsorted(k, k)            # (each pair's hits in order)

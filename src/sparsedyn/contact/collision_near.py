@@ -59,14 +59,23 @@ def hit_rows(scene, a, Ra, pa, d, wa, wb, n):
     ``wa`` on ``a`` and ``wb`` (m, 3) and unit normal ``n`` (m, 3) from ``b`` towards ``a`` (world),
     ``x`` their midpoint; ``w_a`` is taken into ``a``'s frame, then through the shape's placement in its
     body."""
-    E = np.array([scene.shapes[x].R for x in np.asarray(a).tolist()]).reshape(-1, 3, 3)
-    r = np.array([scene.shapes[x].p for x in np.asarray(a).tolist()]).reshape(-1, 3)
+    E, r = _in_bodies(scene)
+    E, r = E[a], r[a]
     local = np.einsum("kji,kj->ki", Ra, wa - pa)
     out = np.empty((len(d), NEAR_COLUMNS))
     out[:, 0], out[:, 1:4], out[:, 4:7] = d, (wa + wb) / 2, n
     out[:, 7:10], out[:, 10] = np.einsum("kij,kj->ki", E, local) + r, (n * wb).sum(1)
     return out
 
+
+def _in_bodies(scene):
+    """Every shape's placement in its body (world shapes: in the world): ``(R (S, 3, 3), p (S, 3))``, kept by
+    the scene."""
+    got = scene.cache.get("shapes in bodies")
+    if got is None:
+        got = scene.cache["shapes in bodies"] = (np.array([x.R for x in scene.shapes], float).reshape(-1, 3, 3),
+                                                 np.array([x.p for x in scene.shapes], float).reshape(-1, 3))
+    return got
 
 
 class _Layout:

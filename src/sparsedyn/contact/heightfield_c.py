@@ -1,9 +1,12 @@
-"""Spheres against a height field's surface in one C call (:func:`points_on_hfield_c`), written by hand
-to mirror :func:`~sparsedyn.contact.heightfield.points_on_hfield` operation by operation: each sphere's
-window of cells, the closest point of each of their triangles (Ericson, "Real-Time Collision
+"""Shapes against a height field in one C call (:func:`group_on_hfield_c`), written by hand to mirror
+the NumPy road operation by operation: which shapes come near it (the broad test of
+:func:`~sparsedyn.contact.collision_hfield._near`: a shape's lowest point against the highest grid point
+under it), and their features (spheres and points) against its surface as
+:func:`~sparsedyn.contact.heightfield.points_on_hfield` measures them: each sphere's window of cells, the closest point of each of their triangles (Ericson, "Real-Time Collision
 Detection", 2005, section 5.1.5: the first of the nearest in the NumPy road's order, the cells' lower
 triangles row by row, then their upper ones), whether the centre is inside the solid, the normal and the
-signed distance.  No fused multiply-add (GCC's pragma), so every operation rounds as the NumPy road's.
+signed distance.  No fused multiply-add (GCC's pragma), so every operation rounds as the NumPy road's
+(the placements' products summed in NumPy's order, which a BLAS may not keep: rounding apart).
 Without a C compiler, None: the NumPy road."""
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numpy as np
 
 from ..kernels import c_routine
 
-__all__ = ["points_on_hfield_c"]
+__all__ = ["group_on_hfield_c"]
 
 SOURCE = r"""
 #include <math.h>
@@ -79,94 +82,176 @@ static int hf_below(const double *c, const double *x, const double *y, const dou
   return c[2] < h;
 }
 
-/* points_on_hfield: spheres k < n (in[5k..]: centre (3), radius, reach) against the surface of the grid
-   x (ncol), y (nrow), z (nrow, ncol), size (sx, sy, top, base); out[10k..]: [d, w_a (3), w_b (3), n (3)],
-   hit[k] 1 where d < reach.  Returns the number of hits. */
-long long sd_hfield_points(long long n, const double *in, long long nrow, long long ncol, const double *x,
-                           const double *y, const double *z, const double *size, double *out, double *hit)
+/* points_on_hfield of one sphere (centre c, radius r) within reach of the surface of the grid x (ncol), y (nrow),
+   z (nrow, ncol), size (sx, sy, top, base): 1 and o = [d, w_a (3), w_b (3), n (3)] where d < reach, else 0. */
+static int hf_sphere(const double *c, double r, double reach, long long nrow, long long ncol, const double *x,
+                     const double *y, const double *z, const double *size, double *o)
 {
-  double dx = x[1] - x[0], dy = y[1] - y[0], cell = dx > dy ? dx : dy;
-  long long hits = 0;
-  for (long long k = 0; k < n; k++) {
-    const double *c = in + 5 * k;
-    double r = c[3], reach = c[4], w = (r + reach) + cell;
-    hit[k] = 0.0;
-    if (!(c[0] + w >= -size[0] && c[0] - w <= size[0] && c[1] + w >= -size[1] && c[1] - w <= size[1])) continue;
-    long long j0 = (long long)hf_clip(floor(((c[0] + size[0]) + (-1.0 * w)) / dx), 0.0, (double)(ncol - 2));
-    long long j1 = (long long)hf_clip(floor(((c[0] + size[0]) + w) / dx), 0.0, (double)(ncol - 2));
-    long long i0 = (long long)hf_clip(floor(((c[1] + size[1]) + (-1.0 * w)) / dy), 0.0, (double)(nrow - 2));
-    long long i1 = (long long)hf_clip(floor(((c[1] + size[1]) + w) / dy), 0.0, (double)(nrow - 2));
-    double best = INFINITY, wb[3] = {0, 0, 0}, T[3][3] = {{0}};
-    for (int upper = 0; upper < 2; upper++)            /* the cells' lower triangles, then their upper ones */
-      for (long long i = i0; i <= i1; i++)
-        for (long long j = j0; j <= j1; j++) {
-          double A[3], B[3], C[3], q[3], e[3];
-          hf_point(x, y, z, ncol, i, j, A);                           /* (x_j, y_i) */
-          hf_point(x, y, z, ncol, upper ? i + 1 : i, j + 1, B);       /* lower: (x_j+1, y_i); upper: (x_j+1, y_i+1) */
-          hf_point(x, y, z, ncol, i + 1, upper ? j : j + 1, C);       /* lower: (x_j+1, y_i+1); upper: (x_j, y_i+1) */
-          hf_closest(c, A, B, C, q);
-          for (int m = 0; m < 3; m++) e[m] = c[m] - q[m];
-          double D2 = hf_dot(e, e);
-          if (D2 < best) {
-            best = D2;
-            for (int m = 0; m < 3; m++) { wb[m] = q[m]; T[0][m] = A[m]; T[1][m] = B[m]; T[2][m] = C[m]; }
-          }
+  double dx = x[1] - x[0], dy = y[1] - y[0], cell = dx > dy ? dx : dy, w = (r + reach) + cell;
+  if (!(c[0] + w >= -size[0] && c[0] - w <= size[0] && c[1] + w >= -size[1] && c[1] - w <= size[1])) return 0;
+  long long j0 = (long long)hf_clip(floor(((c[0] + size[0]) + (-1.0 * w)) / dx), 0.0, (double)(ncol - 2));
+  long long j1 = (long long)hf_clip(floor(((c[0] + size[0]) + w) / dx), 0.0, (double)(ncol - 2));
+  long long i0 = (long long)hf_clip(floor(((c[1] + size[1]) + (-1.0 * w)) / dy), 0.0, (double)(nrow - 2));
+  long long i1 = (long long)hf_clip(floor(((c[1] + size[1]) + w) / dy), 0.0, (double)(nrow - 2));
+  double best = INFINITY, wb[3] = {0, 0, 0}, T[3][3] = {{0}};
+  for (int upper = 0; upper < 2; upper++)            /* the cells' lower triangles, then their upper ones */
+    for (long long i = i0; i <= i1; i++)
+      for (long long j = j0; j <= j1; j++) {
+        double A[3], B[3], C[3], q[3], e[3];
+        hf_point(x, y, z, ncol, i, j, A);                           /* (x_j, y_i) */
+        hf_point(x, y, z, ncol, upper ? i + 1 : i, j + 1, B);       /* lower: (x_j+1, y_i); upper: (x_j+1, y_i+1) */
+        hf_point(x, y, z, ncol, i + 1, upper ? j : j + 1, C);       /* lower: (x_j+1, y_i+1); upper: (x_j, y_i+1) */
+        hf_closest(c, A, B, C, q);
+        for (int m = 0; m < 3; m++) e[m] = c[m] - q[m];
+        double D2 = hf_dot(e, e);
+        if (D2 < best) {
+          best = D2;
+          for (int m = 0; m < 3; m++) { wb[m] = q[m]; T[0][m] = A[m]; T[1][m] = B[m]; T[2][m] = C[m]; }
         }
-    double D = sqrt(best), e1[3], e2[3], fn[3], nn[3];
-    int below = hf_below(c, x, y, z, nrow, ncol, size);
-    for (int m = 0; m < 3; m++) { e1[m] = T[1][m] - T[0][m]; e2[m] = T[2][m] - T[0][m]; }
-    fn[0] = e1[1] * e2[2] - e1[2] * e2[1];
-    fn[1] = e1[2] * e2[0] - e1[0] * e2[2];
-    fn[2] = e1[0] * e2[1] - e1[1] * e2[0];
-    double L = sqrt(hf_dot(fn, fn)), big = fabs(c[0]);
-    if (fabs(c[1]) > big) big = fabs(c[1]);
-    if (fabs(c[2]) > big) big = fabs(c[2]);
-    if (D <= 1e-12 * (big > 1.0 ? big : 1.0))
-      for (int m = 0; m < 3; m++) nn[m] = fn[m] / L;
-    else
-      for (int m = 0; m < 3; m++) nn[m] = (below ? wb[m] - c[m] : c[m] - wb[m]) / D;
-    double d = (below ? -D : D) - r;
-    if (!(d < reach)) continue;
-    double *o = out + 10 * k;
-    o[0] = d;
-    for (int m = 0; m < 3; m++) { o[1 + m] = c[m] - r * nn[m]; o[4 + m] = wb[m]; o[7 + m] = nn[m]; }
-    hit[k] = 1.0;
-    hits++;
+      }
+  double D = sqrt(best), e1[3], e2[3], fn[3], nn[3];
+  int below = hf_below(c, x, y, z, nrow, ncol, size);
+  for (int m = 0; m < 3; m++) { e1[m] = T[1][m] - T[0][m]; e2[m] = T[2][m] - T[0][m]; }
+  fn[0] = e1[1] * e2[2] - e1[2] * e2[1];
+  fn[1] = e1[2] * e2[0] - e1[0] * e2[2];
+  fn[2] = e1[0] * e2[1] - e1[1] * e2[0];
+  double L = sqrt(hf_dot(fn, fn)), big = fabs(c[0]);
+  if (fabs(c[1]) > big) big = fabs(c[1]);
+  if (fabs(c[2]) > big) big = fabs(c[2]);
+  if (D <= 1e-12 * (big > 1.0 ? big : 1.0))
+    for (int m = 0; m < 3; m++) nn[m] = fn[m] / L;
+  else
+    for (int m = 0; m < 3; m++) nn[m] = (below ? wb[m] - c[m] : c[m] - wb[m]) / D;
+  double d = (below ? -D : D) - r;
+  if (!(d < reach)) return 0;
+  o[0] = d;
+  for (int m = 0; m < 3; m++) { o[1 + m] = c[m] - r * nn[m]; o[4 + m] = wb[m]; o[7 + m] = nn[m]; }
+  return 1;
+}
+
+/* collision_hfield._near of one shape (rec: its world placement R row-major, p; cut; its bounding sphere's
+   centre (3, its frame) and radius; its support coefficients (8, _supports) and 1 where it has none) against
+   the field placed (Rh row-major, ph) whose highest grid point is top: 1 and got = [i0, i1, j0, j1] (the window's
+   rows i0:i1 and columns j0:j1) where kept, else 0. */
+static int hf_near(const double *Rh, const double *ph, const double *rec, long long nrow, long long ncol,
+                   const double *z, const double *size, double top, double *got)
+{
+  const double *R = rec, *p = rec + 9, cut = rec[12], *c = rec + 13, rb = rec[16], *coef = rec + 17;
+  double dx = 2 * size[0] / (double)(ncol - 1), dy = 2 * size[1] / (double)(nrow - 1), cell = dx > dy ? dx : dy;
+  double P[3], o[3], u[3];
+  for (int i = 0; i < 3; i++) P[i] = (p[i] + ((R[3 * i] * c[0] + R[3 * i + 1] * c[1]) + R[3 * i + 2] * c[2])) - ph[i];
+  for (int j = 0; j < 3; j++) o[j] = (P[0] * Rh[j] + P[1] * Rh[3 + j]) + P[2] * Rh[6 + j];
+  if (!((o[2] - rb) - top < cut)) return 0;                          /* (the bounding sphere first: cheap) */
+  double down = rb;
+  if (coef[8] == 0.0) {
+    for (int j = 0; j < 3; j++) u[j] = fabs((R[j] * Rh[2] + R[3 + j] * Rh[5]) + R[6 + j] * Rh[8]);
+    if (u[2] > 1.0) u[2] = 1.0;
+    double e0 = coef[5] * u[0], e1 = coef[6] * u[1], e2 = coef[7] * u[2];
+    double s = ((coef[0] + ((coef[1] * u[0] + coef[2] * u[1]) + coef[3] * u[2])) + coef[4] * sqrt(1.0 - u[2] * u[2]))
+               + sqrt((e0 * e0 + e1 * e1) + e2 * e2);
+    down = s < rb ? s : rb;
   }
-  return hits;
+  if (!((o[2] - down) - top < cut)) return 0;
+  double w = (rb + cut) + cell;
+  if (!(o[0] + w >= -size[0] && o[0] - w <= size[0] && o[1] + w >= -size[1] && o[1] - w <= size[1])) return 0;
+  long long j0 = (long long)hf_clip(floor(((o[0] + size[0]) + (-1.0 * w)) / dx), 0.0, (double)(ncol - 1));
+  long long j1 = (long long)hf_clip(floor(((o[0] + size[0]) + w) / dx), 0.0, (double)(ncol - 1));
+  long long i0 = (long long)hf_clip(floor(((o[1] + size[1]) + (-1.0 * w)) / dy), 0.0, (double)(nrow - 1));
+  long long i1 = (long long)hf_clip(floor(((o[1] + size[1]) + w) / dy), 0.0, (double)(nrow - 1));
+  i1 = i1 + 1 < nrow - 1 ? i1 + 1 : nrow - 1;                         /* (the window's last grid points) */
+  j1 = j1 + 1 < ncol - 1 ? j1 + 1 : ncol - 1;
+  double low = (o[2] - down) - cut, high = -INFINITY;
+  for (long long i = i0; i <= i1 && !(low < high); i++)
+    for (long long j = j0; j <= j1; j++)
+      if (z[i * ncol + j] > high) high = z[i * ncol + j];
+  if (!(low < high)) return 0;
+  got[0] = (double)i0; got[1] = (double)(i1 + 1); got[2] = (double)j0; got[3] = (double)(j1 + 1);
+  return 1;
+}
+
+/* The shapes k < m near the field (hf_near) and their features' hits: in[0..12): the field's placement (Rh
+   row-major, ph); in[29 (k + 1)..]: shape k's hf_near record (26), then 1 where its pair's first shape is the
+   field, its first feature and its features' count; feats[4i..]: feature i's centre (its shape's frame) and
+   radius.  out[0]: how many are kept; out[1 + 5j..]: the j-th kept, [k, i0, i1, j0, j1] (hf_near's window);
+   out[1 + 5m + 11h..]: hit h, [j, d, w_a (3), w_b (3), n (3)] (world, w_a on the pair's first shape, n
+   towards it), the kept in turn, each one's features in turn.  Returns the number of hits. */
+long long sd_hfield_group(long long m, const double *in, long long nrow, long long ncol, const double *x,
+                          const double *y, const double *z, const double *size, double top, const double *feats,
+                          double *out)
+{
+  const double *Rh = in, *ph = in + 9;
+  long long h = 0, kept = 0;
+  double *hits = out + 1 + 5 * m;
+  for (long long k = 0; k < m; k++) {
+    const double *rec = in + 29 * (k + 1), *R = rec, *p = rec + 9;
+    double *got = out + 1 + 5 * kept;
+    if (!hf_near(Rh, ph, rec, nrow, ncol, z, size, top, got + 1)) continue;
+    got[0] = (double)k;
+    double Rl[9], pl[3], o[10];                           /* the shape in the field's frame: Rh^T R, Rh^T (p - ph) */
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++) Rl[3 * i + j] = (Rh[i] * R[j] + Rh[3 + i] * R[3 + j]) + Rh[6 + i] * R[6 + j];
+    for (int j = 0; j < 3; j++) pl[j] = ((p[0] - ph[0]) * Rh[j] + (p[1] - ph[1]) * Rh[3 + j]) + (p[2] - ph[2]) * Rh[6 + j];
+    long long first = (long long)rec[27], count = (long long)rec[28];
+    for (long long i = first; i < first + count; i++) {
+      const double *f = feats + 4 * i;
+      double c[3];
+      for (int j = 0; j < 3; j++) c[j] = ((f[0] * Rl[3 * j] + f[1] * Rl[3 * j + 1]) + f[2] * Rl[3 * j + 2]) + pl[j];
+      if (!hf_sphere(c, f[3], rec[12], nrow, ncol, x, y, z, size, o)) continue;
+      double *e = hits + 11 * h++, sa = rec[26] != 0.0 ? -1.0 : 1.0;
+      e[0] = (double)kept; e[1] = o[0];
+      for (int j = 0; j < 3; j++) {                                        /* (world) */
+        double wa = ((o[1] * Rh[3 * j] + o[2] * Rh[3 * j + 1]) + o[3] * Rh[3 * j + 2]) + ph[j];
+        double wb = ((o[4] * Rh[3 * j] + o[5] * Rh[3 * j + 1]) + o[6] * Rh[3 * j + 2]) + ph[j];
+        e[2 + j] = sa > 0 ? wa : wb; e[5 + j] = sa > 0 ? wb : wa;
+        e[8 + j] = sa * ((o[7] * Rh[3 * j] + o[8] * Rh[3 * j + 1]) + o[9] * Rh[3 * j + 2]);
+      }
+    }
+    kept++;
+  }
+  out[0] = (double)kept;
+  return h;
 }
 """
 
 
 def _routine():
-    """``sd_hfield_points`` (ctypes), or None without a C compiler."""
-    return c_routine(SOURCE, "sd_hfield_points", [ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong,
-                                                  ctypes.c_longlong] + [ctypes.c_void_p] * 6, ctypes.c_longlong)
+    """``sd_hfield_group`` (ctypes), or None without a C compiler."""
+    return c_routine(SOURCE, "sd_hfield_group", [ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong,
+                                                 ctypes.c_longlong] + [ctypes.c_void_p] * 4 +
+                     [ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_longlong)
 
 
-def points_on_hfield_c(grid, centres, radii, reach):
-    """:func:`~sparsedyn.contact.heightfield.points_on_hfield`'s ``(index, d, w_a, w_b, n)`` of the spheres
-    ``centres`` (k, 3), ``radii`` (k,), ``reach`` (a number or (k,)) against the field of ``grid``
-    (:func:`field_grid`), in one C call; None without a C compiler."""
+def group_on_hfield_c(grid, top, R, p, cut, table, features):
+    """``(near, (t, d, w_a, w_b, n))`` in one C call: of the shapes placed ``R[1:]`` (m, 3, 3), ``p[1:]`` (m,
+    3) (world) with cutoffs ``cut`` (m,), those that may have a hit within their cutoff of the field of
+    ``grid`` (:func:`field_grid`) placed ``R[0]``, ``p[0]`` (world) whose highest grid point is ``top``,
+    as :func:`~sparsedyn.contact.collision_hfield._near` finds them (``near`` its list ``[(k, (i0, i1,
+    j0, j1))]``, the window's own highest point, no blocks), and their features' hits as
+    :func:`~sparsedyn.contact.heightfield.points_on_hfield` finds them in the field's frame, in the
+    world (``t`` (h,) each one's shape's position in ``near``, ``w_a`` on the pair's first shape and
+    ``n`` towards it).  ``table`` (m, 16): each shape's bounding sphere's centre (its frame) and radius,
+    its support coefficients (8), 1 where it has none, 1 where its pair's first shape is the field, its
+    first feature and its features' count in ``features = (the table (N, 4), its address)`` (each a
+    centre in its shape's frame and a radius); None without a C compiler."""
     f = _routine()
     if f is None:
         return None
-    table, (nrow, ncol), at = grid
-    C = np.asarray(centres, float).reshape(-1, 3)
-    n = len(C)
-    # one buffer for the routine's arrays: one address to look up (numpy's .ctypes costs microseconds)
-    buf = np.empty(16 * n)
-    inp, out, hit = buf[:5 * n].reshape(n, 5), buf[5 * n:15 * n].reshape(n, 10), buf[15 * n:]
-    inp[:, :3], inp[:, 3], inp[:, 4] = C, radii, reach
+    _, (nrow, ncol), at = grid
+    m, n = len(cut), len(features[0])
+    buf = np.empty(29 * (m + 1) + 1 + 5 * m + 11 * n)           # (one buffer: one address to look up)
+    inp = buf[:29 * (m + 1)].reshape(m + 1, 29)
+    inp[:, :9], inp[:, 9:12], inp[1:, 12], inp[1:, 13:] = np.reshape(R, (m + 1, 9)), p, cut, table
     b = buf.ctypes.data
-    f(n, b, nrow, ncol, at[0], at[1], at[2], at[3], b + 40 * n, b + 120 * n)
-    k = np.flatnonzero(hit)
-    rows = out[k]
-    return k, rows[:, 0], rows[:, 1:4], rows[:, 4:7], rows[:, 7:10]
+    h = f(m, b, nrow, ncol, at[0], at[1], at[2], at[3], top, features[1], b + 8 * 29 * (m + 1))
+    out = buf[29 * (m + 1):]
+    near = out[1:1 + 5 * int(out[0])].reshape(-1, 5).astype(int).tolist()
+    hits = out[1 + 5 * m:1 + 5 * m + 11 * h].reshape(h, 11)
+    return [(x[0], tuple(x[1:])) for x in near], (hits[:, 0].astype(int), hits[:, 1], hits[:, 2:5], hits[:, 5:8],
+                                                   hits[:, 8:11])
 
 
 def field_grid(x, y, z, size):
-    """The field's arrays as :func:`points_on_hfield_c` takes them: ``(table, (nrow, ncol), addresses of
+    """The field's arrays as :func:`group_on_hfield_c` takes them: ``(table, (nrow, ncol), addresses of
     x, y, z and size)`` (``table`` the one buffer holding them, kept with it)."""
     nrow, ncol = np.shape(z)
     table = np.concatenate([x, y, np.ravel(z), size]).astype(float)
