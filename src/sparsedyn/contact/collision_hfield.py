@@ -569,13 +569,13 @@ def hfield_rows(scene, fields, R, p, cut):
     k, d, wa, wb, n = hfield_pairs(scene, pairs, R, p, cut[pairs])
     if not len(k):
         return out
-    keep = np.argsort(k, kind="stable")
-    if not (k[keep[1:]] > k[keep[:-1]]).all():            # (a pair with more than one: one per point)
+    rank = 0                                                # (one hit a pair, in order: each its first row)
+    if not (k[1:] > k[:-1]).all():
         keep = one_per_point(k, d, wa, np.arange(len(k)))     # (hfield_pairs' hits lie within their cutoffs)
         keep = keep[np.argsort(k[keep], kind="stable")]
-    k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
+        k, d, wa, wb, n = k[keep], d[keep], wa[keep], wb[keep], n[keep]
+        rank = np.arange(len(k)) - np.searchsorted(k, k)            # (each pair's hits in order)
     at = np.searchsorted(pairs, k)
-    rank = np.arange(len(k)) - np.searchsorted(k, k)            # (each pair's hits in order)
     if (rank >= counts[at]).any():
         return None
     i = scene.index[k, 0]
