@@ -44,7 +44,8 @@ def _spheres_c(size, H, C, r, reach):
     table = np.column_stack([np.zeros((k, 3)), r, r, np.zeros((k, 8)), np.zeros(k), np.arange(k), np.ones(k)])
     features = np.column_stack([np.zeros((k, 3)), r])
     got = heightfield_c.group_on_hfield_c(heightfield_c.field_grid(x, y, z, size), z.max(), np.stack([np.eye(3)] * (k + 1)),
-                                          np.vstack([np.zeros(3), C]), reach, table, (features, features.ctypes.data))
+                                          np.vstack([np.zeros(3), C]), np.arange(k + 1), reach,
+                                          (table, table.ctypes.data), (features, features.ctypes.data))
     if got is None:
         pytest.fail("the C routine was not built (the test environment has a C compiler)")
     near, (t, *hits) = got
@@ -78,8 +79,8 @@ def test_without_a_c_compiler_collide_takes_the_numpy_road(monkeypatch):
     monkeypatch.setattr(heightfield_c, "_routine", lambda: None)
     x, y, z = heightfield.hfield_grid((1.0, 1.0, 0.2, 0.1), np.zeros((3, 3)))
     grid = heightfield_c.field_grid(x, y, z, (1.0, 1.0, 0.2, 0.1))
-    assert heightfield_c.group_on_hfield_c(grid, 0.0, np.stack([np.eye(3)] * 2), np.zeros((2, 3)), [0.1],
-                                           np.zeros((1, 16)), (np.zeros((1, 4)), 0)) is None
+    assert heightfield_c.group_on_hfield_c(grid, 0.0, np.stack([np.eye(3)] * 2), np.zeros((2, 3)), np.arange(2), [0.1],
+                                           (np.zeros((1, 16)), 0), (np.zeros((1, 4)), 0)) is None
     with sd.use_backend("native"):
         hits = sd.collide(scene, [0.3, -0.1, 0.23, 0, 0, 0, 1])
     assert len(hits.distances) == 1 and abs(hits.distances[0] - 0.03) <= rounding_bound(64)
@@ -93,7 +94,7 @@ def test_every_kind_on_a_tilted_field_has_the_numpy_roads_hits():
     rounding apart.  The broad test is a bound (a shape kept may still have no hit), so the roads may
     differ only where a lowest point lies within rounding of ``cut`` above the window's highest grid
     point, which random poses do not meet."""
-    from sparsedyn.contact.collision_hfield import _feature_hits, hfield_pairs
+    from sparsedyn.contact.collision_hfield import _feature_hits, _group, hfield_pairs
     rng = np.random.default_rng(5)
     b = sd.ModelBuilder("kinds").add_body("body", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3))
     V = rng.uniform(-0.1, 0.1, (12, 3)) + [0.2, 0.0, 0.1]
@@ -109,7 +110,7 @@ def test_every_kind_on_a_tilted_field_has_the_numpy_roads_hits():
     h = next(i for i, s in enumerate(scene.shapes) if s.kind == "hfield")
     ks = np.array([k for k, pair in enumerate(scene.index) if h in pair])
     a = np.array([i if j == h else j for i, j in scene.index[ks]])
-    flip = rng.uniform(size=len(a)) < 0.5
+    group = _group(scene, h, a, rng.uniform(size=len(a)) < 0.5)
     kept = hits = 0
     for _ in range(400):
         Q, _ = np.linalg.qr(rng.normal(size=(len(scene.shapes), 3, 3)))
@@ -117,9 +118,9 @@ def test_every_kind_on_a_tilted_field_has_the_numpy_roads_hits():
         R[h], p[h] = Rf, pf
         cut = rng.uniform(0.001, 0.2, len(a))
         with sd.use_backend("numpy"):
-            want, pairs_want = _feature_hits(scene, h, a, flip, R, p, cut), hfield_pairs(scene, ks, R, p, cut)
+            want, pairs_want = _feature_hits(scene, group, R, p, cut), hfield_pairs(scene, ks, R, p, cut)
         with sd.use_backend("native"):
-            got, pairs_got = _feature_hits(scene, h, a, flip, R, p, cut), hfield_pairs(scene, ks, R, p, cut)
+            got, pairs_got = _feature_hits(scene, group, R, p, cut), hfield_pairs(scene, ks, R, p, cut)
         assert [(i, tuple(map(int, w))) for i, w in want[0]] == got[0]
         assert np.array_equal(want[1][0], got[1][0]) and np.array_equal(pairs_want[0], pairs_got[0])
         bound = rounding_bound(64) * 4

@@ -66,8 +66,8 @@ def hfield_pairs(scene, ks, R, p, margin):
     reach = np.full(len(ks), float(reach)) if reach.ndim == 0 else reach.reshape(-1)
     field, a, groups = _plan(scene, ks)
     blocks = []
-    for f, at in groups:
-        near, (o, d, wa, wb, n) = _feature_hits(scene, f, a[at], field[at], R, p, reach[at])
+    for f, at, group in groups:
+        near, (o, d, wa, wb, n) = _feature_hits(scene, group, R, p, reach[at])
         if not near:
             continue
         at = at[[i for i, _ in near]]                              # (the pairs near the field)
@@ -92,19 +92,18 @@ def hfield_pairs(scene, ks, R, p, margin):
     return tuple(np.concatenate(x) for x in zip(*blocks))
 
 
-def _feature_hits(scene, f, sa, flip, R, p, cut):
-    """``(near, (t, d, w_a, w_b, n))`` of the shapes ``sa`` (m,) on height field ``f`` (``flip`` (m,): where
-    the field is their pair's first shape; world placements ``R`` (S, 3, 3), ``p`` (S, 3); cutoffs ``cut``
-    (m,)): :func:`_near`'s list of those near it, and their features' (:func:`_features`) hits within
+def _feature_hits(scene, group, R, p, cut):
+    """``(near, (t, d, w_a, w_b, n))`` of the shapes ``sa`` (m,) of ``group`` (:func:`_group`) on its height
+    field ``f`` (world placements ``R`` (S, 3, 3), ``p`` (S, 3); cutoffs ``cut`` (m,)): :func:`_near`'s list of those near it, and their features' (:func:`_features`) hits within
     their cutoffs (:func:`~sparsedyn.contact.heightfield.points_on_hfield` in the field's frame), in the
     world as their pairs order them (``t`` (h,) each one's shape's position in ``near``; ``w_a`` on the
     pair's first shape, ``n`` towards it; the shapes in turn, each one's features in turn).  Off the
     NumPy road, in one C call where built
     (:func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c`: the window's own highest point)."""
+    f, sa, flip, each, table, features = group
     hf, (triangles, _, _, top, grid) = scene.shapes[f], _field(scene, f)
     if use_backend.current() != "numpy":
-        each, table, features = _group_table(scene, f, sa, flip)
-        got = group_on_hfield_c(grid, top, R[each], p[each], cut, table, features)
+        got = group_on_hfield_c(grid, top, R, p, each, cut, table, features)
         if got is not None:
             return got
     near = _near(scene, f, sa, R, p, cut)
@@ -128,14 +127,15 @@ def _flipped(flip, wa, wb, n):
 
 
 def _plan(scene, ks):
-    """``(field first (K,) bool, the shape of each pair (K,), [(height field, its pairs' positions in ks)])``
-    of the pairs ``ks`` (K,), kept by the scene."""
+    """``(field first (K,) bool, the shape of each pair (K,), [(height field, its pairs' positions in ks, their
+    :func:`_group`)])`` of the pairs ``ks`` (K,), kept by the scene."""
     key = ("hfield pairs", ks.tobytes())
     got = scene.cache.get(key)
     if got is None:
         field = np.array([scene.shapes[i].kind == "hfield" for i in scene.index[ks, 0].tolist()], bool)
         a, h = (np.where(field, scene.index[ks, x], scene.index[ks, 1 - x]) for x in (1, 0))
-        got = scene.cache[key] = (field, a, [(f, np.flatnonzero(h == f)) for f in np.unique(h).tolist()])
+        at = [(f, np.flatnonzero(h == f)) for f in np.unique(h).tolist()]
+        got = scene.cache[key] = (field, a, [(f, x, _group(scene, f, a[x], field[x])) for f, x in at])
     return got
 
 
@@ -226,22 +226,20 @@ def _supports(scene):
     return got
 
 
-def _group_table(scene, f, sa, flip):
-    """``(each, table (m, 16), features)`` of :func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c`
-    for the shapes ``sa`` (m,) on height field ``f`` (``flip`` (m,): where the field is their pair's first
-    shape): ``each`` (m + 1,) the field and the shapes, whose placements it takes; each shape's bounding sphere's centre (its frame) and radius, its :func:`_supports` coefficients, 1
-    where it has none, ``flip``, its first feature and their count in ``features`` (the table (N, 4) of
-    their :func:`_features`, centre and radius, and its address); kept by the scene."""
-    key = ("hfield group", f, sa.tobytes(), flip.tobytes())
-    got = scene.cache.get(key)
-    if got is None:
-        each = [_features(scene, i) for i in sa.tolist()]
-        rows = np.concatenate([np.column_stack([C, r]) for C, r in each]).reshape(-1, 4)
-        count = np.array([len(r) for _, r in each])
-        (c, rad), (coef, other) = _bounds(scene), _supports(scene)
-        table = np.column_stack([c[sa], rad[sa], coef[sa], other[sa], flip, np.cumsum(count) - count, count])
-        got = scene.cache[key] = (np.concatenate([[f], sa]), table, (rows, rows.ctypes.data))
-    return got
+def _group(scene, f, sa, flip):
+    """``(f, sa, flip, each, table, features)``: the shapes ``sa`` (m,) on height field ``f`` (``flip``
+    (m,): where the field is their pair's first shape) as
+    :func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c` takes them: ``each`` (m + 1,) the field and
+    the shapes; ``table`` (m, 16) and its address: each shape's bounding sphere's centre (its frame) and
+    radius, its :func:`_supports` coefficients, 1 where it has none, ``flip``, its first feature and
+    their count in ``features`` (the table (N, 4) of their :func:`_features`, centre and radius, and its
+    address)."""
+    each = [_features(scene, i) for i in sa.tolist()]
+    rows = np.concatenate([np.column_stack([C, r]) for C, r in each]).reshape(-1, 4)
+    count = np.array([len(r) for _, r in each])
+    (c, rad), (coef, other) = _bounds(scene), _supports(scene)
+    table = np.column_stack([c[sa], rad[sa], coef[sa], other[sa], flip, np.cumsum(count) - count, count])
+    return f, sa, flip, np.concatenate([[f], sa]), (table, table.ctypes.data), (rows, rows.ctypes.data)
 
 
 def _more_kinds(scene):

@@ -129,14 +129,14 @@ static int hf_sphere(const double *c, double r, double reach, long long nrow, lo
   return 1;
 }
 
-/* collision_hfield._near of one shape (rec: its world placement R row-major, p; cut; its bounding sphere's
-   centre (3, its frame) and radius; its support coefficients (8, _supports) and 1 where it has none) against
+/* collision_hfield._near of one shape (its world placement R row-major, p; cut; rec: its bounding sphere's
+   centre (3, its frame) and radius, its support coefficients (8, _supports) and 1 where it has none) against
    the field placed (Rh row-major, ph) whose highest grid point is top: 1 and got = [i0, i1, j0, j1] (the window's
    rows i0:i1 and columns j0:j1) where kept, else 0. */
-static int hf_near(const double *Rh, const double *ph, const double *rec, long long nrow, long long ncol,
-                   const double *z, const double *size, double top, double *got)
+static int hf_near(const double *Rh, const double *ph, const double *R, const double *p, double cut, const double *rec,
+                   long long nrow, long long ncol, const double *z, const double *size, double top, double *got)
 {
-  const double *R = rec, *p = rec + 9, cut = rec[12], *c = rec + 13, rb = rec[16], *coef = rec + 17;
+  const double *c = rec, rb = rec[3], *coef = rec + 4;
   double dx = 2 * size[0] / (double)(ncol - 1), dy = 2 * size[1] / (double)(nrow - 1), cell = dx > dy ? dx : dy;
   double P[3], o[3], u[3];
   for (int i = 0; i < 3; i++) P[i] = (p[i] + ((R[3 * i] * c[0] + R[3 * i + 1] * c[1]) + R[3 * i + 2] * c[2])) - ph[i];
@@ -169,35 +169,35 @@ static int hf_near(const double *Rh, const double *ph, const double *rec, long l
   return 1;
 }
 
-/* The shapes k < m near the field (hf_near) and their features' hits: in[0..12): the field's placement (Rh
-   row-major, ph); in[29 (k + 1)..]: shape k's hf_near record (26), then 1 where its pair's first shape is the
-   field, its first feature and its features' count; feats[4i..]: feature i's centre (its shape's frame) and
-   radius.  out[0]: how many are kept; out[1 + 5j..]: the j-th kept, [k, i0, i1, j0, j1] (hf_near's window);
+/* The shapes k < m near the field (hf_near) and their features' hits: R[0..9), p[0..3): the field's placement
+   (row-major); R[9 (k + 1)..], p[3 (k + 1)..], cut[k]: shape k's and its cutoff; table[16k..]: its hf_near
+   record (13), 1 where its pair's first shape is the field, its first feature and its features' count;
+   feats[4i..]: feature i's centre (its shape's frame) and radius.  out[0]: how many are kept; out[1 + 5j..]: the j-th kept, [k, i0, i1, j0, j1] (hf_near's window);
    out[1 + 5m + 11h..]: hit h, [j, d, w_a (3), w_b (3), n (3)] (world, w_a on the pair's first shape, n
    towards it), the kept in turn, each one's features in turn.  Returns the number of hits. */
-long long sd_hfield_group(long long m, const double *in, long long nrow, long long ncol, const double *x,
-                          const double *y, const double *z, const double *size, double top, const double *feats,
-                          double *out)
+long long sd_hfield_group(long long m, const double *Rs, const double *ps, const double *cut, const double *table,
+                          long long nrow, long long ncol, const double *x, const double *y, const double *z,
+                          const double *size, double top, const double *feats, double *out)
 {
-  const double *Rh = in, *ph = in + 9;
+  const double *Rh = Rs, *ph = ps;
   long long h = 0, kept = 0;
   double *hits = out + 1 + 5 * m;
   for (long long k = 0; k < m; k++) {
-    const double *rec = in + 29 * (k + 1), *R = rec, *p = rec + 9;
+    const double *rec = table + 16 * k, *R = Rs + 9 * (k + 1), *p = ps + 3 * (k + 1);
     double *got = out + 1 + 5 * kept;
-    if (!hf_near(Rh, ph, rec, nrow, ncol, z, size, top, got + 1)) continue;
+    if (!hf_near(Rh, ph, R, p, cut[k], rec, nrow, ncol, z, size, top, got + 1)) continue;
     got[0] = (double)k;
     double Rl[9], pl[3], o[10];                           /* the shape in the field's frame: Rh^T R, Rh^T (p - ph) */
     for (int i = 0; i < 3; i++)
       for (int j = 0; j < 3; j++) Rl[3 * i + j] = (Rh[i] * R[j] + Rh[3 + i] * R[3 + j]) + Rh[6 + i] * R[6 + j];
     for (int j = 0; j < 3; j++) pl[j] = ((p[0] - ph[0]) * Rh[j] + (p[1] - ph[1]) * Rh[3 + j]) + (p[2] - ph[2]) * Rh[6 + j];
-    long long first = (long long)rec[27], count = (long long)rec[28];
+    long long first = (long long)rec[14], count = (long long)rec[15];
     for (long long i = first; i < first + count; i++) {
       const double *f = feats + 4 * i;
       double c[3];
       for (int j = 0; j < 3; j++) c[j] = ((f[0] * Rl[3 * j] + f[1] * Rl[3 * j + 1]) + f[2] * Rl[3 * j + 2]) + pl[j];
-      if (!hf_sphere(c, f[3], rec[12], nrow, ncol, x, y, z, size, o)) continue;
-      double *e = hits + 11 * h++, sa = rec[26] != 0.0 ? -1.0 : 1.0;
+      if (!hf_sphere(c, f[3], cut[k], nrow, ncol, x, y, z, size, o)) continue;
+      double *e = hits + 11 * h++, sa = rec[13] != 0.0 ? -1.0 : 1.0;
       e[0] = (double)kept; e[1] = o[0];
       for (int j = 0; j < 3; j++) {                                        /* (world) */
         double wa = ((o[1] * Rh[3 * j] + o[2] * Rh[3 * j + 1]) + o[3] * Rh[3 * j + 2]) + ph[j];
@@ -216,36 +216,40 @@ long long sd_hfield_group(long long m, const double *in, long long nrow, long lo
 
 def _routine():
     """``sd_hfield_group`` (ctypes), or None without a C compiler."""
-    return c_routine(SOURCE, "sd_hfield_group", [ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong,
-                                                 ctypes.c_longlong] + [ctypes.c_void_p] * 4 +
-                     [ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_longlong)
+    return c_routine(SOURCE, "sd_hfield_group", [ctypes.c_longlong] + [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 2 +
+                     [ctypes.c_void_p] * 4 + [ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_longlong)
 
 
-def group_on_hfield_c(grid, top, R, p, cut, table, features):
-    """``(near, (t, d, w_a, w_b, n))`` in one C call: of the shapes placed ``R[1:]`` (m, 3, 3), ``p[1:]`` (m,
-    3) (world) with cutoffs ``cut`` (m,), those that may have a hit within their cutoff of the field of
-    ``grid`` (:func:`field_grid`) placed ``R[0]``, ``p[0]`` (world) whose highest grid point is ``top``,
-    as :func:`~sparsedyn.contact.collision_hfield._near` finds them (``near`` its list ``[(k, (i0, i1,
-    j0, j1))]``, the window's own highest point, no blocks), and their features' hits as
+def group_on_hfield_c(grid, top, R, p, each, cut, table, features):
+    """``(near, (t, d, w_a, w_b, n))`` in one C call: of the shapes ``each[1:]`` (m,) placed ``R``, ``p``
+    (world, every shape's: (S, 3, 3), (S, 3)) with cutoffs ``cut`` (m,), those that may have a hit within
+    their cutoff of the field ``each[0]`` of ``grid`` (:func:`field_grid`) whose highest grid point is
+    ``top``, as :func:`~sparsedyn.contact.collision_hfield._near` finds them (``near`` its list ``[(k,
+    (i0, i1, j0, j1))]``, the window's own highest point, no blocks), and their features' hits as
     :func:`~sparsedyn.contact.heightfield.points_on_hfield` finds them in the field's frame, in the
     world (``t`` (h,) each one's shape's position in ``near``, ``w_a`` on the pair's first shape and
-    ``n`` towards it).  ``table`` (m, 16): each shape's bounding sphere's centre (its frame) and radius,
-    its support coefficients (8), 1 where it has none, 1 where its pair's first shape is the field, its
-    first feature and its features' count in ``features = (the table (N, 4), its address)`` (each a
-    centre in its shape's frame and a radius); None without a C compiler."""
+    ``n`` towards it).  ``table = (rows (m, 16), their address)``: each shape's bounding sphere's centre
+    (its frame) and radius, its support coefficients (8), 1 where it has none, 1 where its pair's first
+    shape is the field, its first feature and its features' count in ``features = (the table (N, 4),
+    its address)`` (each a centre in its shape's frame and a radius); None without a C compiler."""
     f = _routine()
     if f is None:
         return None
     _, (nrow, ncol), at = grid
-    m, n = len(cut), len(features[0])
-    buf = np.empty(29 * (m + 1) + 1 + 5 * m + 11 * n)           # (one buffer: one address to look up)
-    inp = buf[:29 * (m + 1)].reshape(m + 1, 29)
-    inp[:, :9], inp[:, 9:12], inp[1:, 12], inp[1:, 13:] = np.reshape(R, (m + 1, 9)), p, cut, table
+    m, n = len(each) - 1, len(features[0])
+    buf = np.empty(12 * (m + 1) + m + 1 + 5 * m + 11 * n)           # (one buffer: one address to look up)
+    np.take(R, each, 0, buf[:9 * (m + 1)].reshape(m + 1, 3, 3))
+    np.take(p, each, 0, buf[9 * (m + 1):12 * (m + 1)].reshape(m + 1, 3))
+    o = 12 * (m + 1) + m
+    buf[o - m:o] = cut
     b = buf.ctypes.data
-    h = f(m, b, nrow, ncol, at[0], at[1], at[2], at[3], top, features[1], b + 8 * 29 * (m + 1))
-    out = buf[29 * (m + 1):]
-    near = out[1:1 + 5 * int(out[0])].reshape(-1, 5).astype(int).tolist()
-    hits = out[1 + 5 * m:1 + 5 * m + 11 * h].reshape(h, 11)
+    h = f(m, b, b + 72 * (m + 1), b + 96 * (m + 1), table[1], nrow, ncol, at[0], at[1], at[2], at[3], top, features[1],
+          b + 8 * o)
+    kept = int(buf[o])
+    if not kept:
+        return [], (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3)))
+    near = buf[o + 1:o + 1 + 5 * kept].reshape(-1, 5).astype(int).tolist()
+    hits = buf[o + 1 + 5 * m:o + 1 + 5 * m + 11 * h].reshape(h, 11)
     return [(x[0], tuple(x[1:])) for x in near], (hits[:, 0].astype(int), hits[:, 1], hits[:, 2:5], hits[:, 5:8],
                                                    hits[:, 8:11])
 
