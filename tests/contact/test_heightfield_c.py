@@ -43,9 +43,10 @@ def _spheres_c(size, H, C, r, reach):
     k = len(C)
     table = np.column_stack([np.zeros((k, 3)), r, r, np.zeros((k, 8)), np.zeros(k), np.arange(k), np.ones(k)])
     features = np.column_stack([np.zeros((k, 3)), r])
-    got = heightfield_c.group_on_hfield_c(heightfield_c.field_grid(x, y, z, size), z.max(), np.stack([np.eye(3)] * (k + 1)),
-                                          np.vstack([np.zeros(3), C]), np.arange(k + 1), reach,
-                                          (table, table.ctypes.data), (features, features.ctypes.data))
+    grid = heightfield_c.field_grid(x, y, z, size)
+    got = heightfield_c.group_on_hfield_c(grid, z.max(), np.stack([np.eye(3)] * (k + 1)), np.vstack([np.zeros(3), C]),
+                                          np.arange(k + 1), reach, (table, table.ctypes.data),
+                                          (features, features.ctypes.data))
     if got is None:
         pytest.fail("the C routine was not built (the test environment has a C compiler)")
     near, (t, *hits) = got

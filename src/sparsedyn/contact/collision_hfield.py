@@ -94,12 +94,13 @@ def hfield_pairs(scene, ks, R, p, margin):
 
 def _feature_hits(scene, group, R, p, cut):
     """``(near, (t, d, w_a, w_b, n))`` of the shapes ``sa`` (m,) of ``group`` (:func:`_group`) on its height
-    field ``f`` (world placements ``R`` (S, 3, 3), ``p`` (S, 3); cutoffs ``cut`` (m,)): :func:`_near`'s list of those near it, and their features' (:func:`_features`) hits within
-    their cutoffs (:func:`~sparsedyn.contact.heightfield.points_on_hfield` in the field's frame), in the
-    world as their pairs order them (``t`` (h,) each one's shape's position in ``near``; ``w_a`` on the
-    pair's first shape, ``n`` towards it; the shapes in turn, each one's features in turn).  Off the
-    NumPy road, in one C call where built
-    (:func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c`: the window's own highest point)."""
+    field ``f`` (world placements ``R`` (S, 3, 3), ``p`` (S, 3); cutoffs ``cut`` (m,)): :func:`_near`'s list
+    of those near it, and their features' (:func:`_features`) hits within their cutoffs
+    (:func:`~sparsedyn.contact.heightfield.points_on_hfield` in the field's frame), in the world as their
+    pairs order them (``t`` (h,) each one's shape's position in ``near``; ``w_a`` on the pair's first
+    shape, ``n`` towards it; the shapes in turn, each one's features in turn).  Off the NumPy road, in one
+    C call where built (:func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c`: the window's own
+    highest point)."""
     f, sa, flip, each, table, features = group
     hf, (triangles, _, _, top, grid) = scene.shapes[f], _field(scene, f)
     if use_backend.current() != "numpy":

@@ -2,9 +2,10 @@
 the NumPy road operation by operation: which shapes come near it (the broad test of
 :func:`~sparsedyn.contact.collision_hfield._near`: a shape's lowest point against the highest grid point
 under it), and their features (spheres and points) against its surface as
-:func:`~sparsedyn.contact.heightfield.points_on_hfield` measures them: each sphere's window of cells, the closest point of each of their triangles (Ericson, "Real-Time Collision
-Detection", 2005, section 5.1.5: the first of the nearest in the NumPy road's order, the cells' lower
-triangles row by row, then their upper ones), whether the centre is inside the solid, the normal and the
+:func:`~sparsedyn.contact.heightfield.points_on_hfield` measures them: each sphere's window of cells,
+the closest point of each of their triangles (Ericson, "Real-Time Collision Detection", 2005, section
+5.1.5: the first of the nearest in the NumPy road's order, the cells' lower triangles row by row, then
+their upper ones), whether the centre is inside the solid, the normal and the
 signed distance.  No fused multiply-add (GCC's pragma), so every operation rounds as the NumPy road's
 (the placements' products summed in NumPy's order, which a BLAS may not keep: rounding apart).
 Without a C compiler, None: the NumPy road."""
@@ -172,9 +173,10 @@ static int hf_near(const double *Rh, const double *ph, const double *R, const do
 /* The shapes k < m near the field (hf_near) and their features' hits: R[0..9), p[0..3): the field's placement
    (row-major); R[9 (k + 1)..], p[3 (k + 1)..], cut[k]: shape k's and its cutoff; table[16k..]: its hf_near
    record (13), 1 where its pair's first shape is the field, its first feature and its features' count;
-   feats[4i..]: feature i's centre (its shape's frame) and radius.  out[0]: how many are kept; out[1 + 5j..]: the j-th kept, [k, i0, i1, j0, j1] (hf_near's window);
-   out[1 + 5m + 11h..]: hit h, [j, d, w_a (3), w_b (3), n (3)] (world, w_a on the pair's first shape, n
-   towards it), the kept in turn, each one's features in turn.  Returns the number of hits. */
+   feats[4i..]: feature i's centre (its shape's frame) and radius.  out[0]: how many are kept; out[1 + 5j..]:
+   the j-th kept, [k, i0, i1, j0, j1] (hf_near's window); out[1 + 5m + 11h..]: hit h, [j, d, w_a (3), w_b (3),
+   n (3)] (world, w_a on the pair's first shape, n towards it), the kept in turn, each one's features in turn.
+   Returns the number of hits. */
 long long sd_hfield_group(long long m, const double *Rs, const double *ps, const double *cut, const double *table,
                           long long nrow, long long ncol, const double *x, const double *y, const double *z,
                           const double *size, double top, const double *feats, double *out)
@@ -190,7 +192,8 @@ long long sd_hfield_group(long long m, const double *Rs, const double *ps, const
     double Rl[9], pl[3], o[10];                           /* the shape in the field's frame: Rh^T R, Rh^T (p - ph) */
     for (int i = 0; i < 3; i++)
       for (int j = 0; j < 3; j++) Rl[3 * i + j] = (Rh[i] * R[j] + Rh[3 + i] * R[3 + j]) + Rh[6 + i] * R[6 + j];
-    for (int j = 0; j < 3; j++) pl[j] = ((p[0] - ph[0]) * Rh[j] + (p[1] - ph[1]) * Rh[3 + j]) + (p[2] - ph[2]) * Rh[6 + j];
+    for (int j = 0; j < 3; j++)
+      pl[j] = ((p[0] - ph[0]) * Rh[j] + (p[1] - ph[1]) * Rh[3 + j]) + (p[2] - ph[2]) * Rh[6 + j];
     long long first = (long long)rec[14], count = (long long)rec[15];
     for (long long i = first; i < first + count; i++) {
       const double *f = feats + 4 * i;
