@@ -240,6 +240,7 @@ def _group(scene, f, sa, flip):
     count = np.array([len(r) for _, r in each])
     (c, rad), (coef, other) = _bounds(scene), _supports(scene)
     table = np.column_stack([c[sa], rad[sa], coef[sa], other[sa], flip, np.cumsum(count) - count, count])
+    table.flags.writeable = rows.flags.writeable = False             # (kept by the scene's plan, shared by calls)
     return f, sa, flip, np.concatenate([[f], sa]), (table, table.ctypes.data), (rows, rows.ctypes.data)
 
 
