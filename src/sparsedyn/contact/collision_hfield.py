@@ -110,15 +110,16 @@ def _feature_hits(scene, group, R, p, cut):
     near = _near(scene, f, sa, R, p, cut)
     if not near:
         return near, (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3)))
-    sk = sa[[i for i, _ in near]]
+    kept = [i for i, _ in near]
+    sk = sa[kept]
     Rl, pl = R[f].T @ R[sk], (p[sk] - p[f]) @ R[f]                  # the shapes in the height field's frame
     got = [_features(scene, x) for x in sk.tolist()]
     owner = np.repeat(np.arange(len(sk)), [len(x[1]) for x in got])
     C = np.concatenate([C @ Rl[t].T + pl[t] for t, (C, _) in enumerate(got)]).reshape(-1, 3)
-    r, reach = np.concatenate([x[1] for x in got]), cut[[i for i, _ in near]][owner]
+    r, reach = np.concatenate([x[1] for x in got]), cut[kept][owner]
     idx, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, triangles, C, r, reach)
     wa, wb, n = wa @ R[f].T + p[f], wb @ R[f].T + p[f], n @ R[f].T              # (world)
-    return near, (owner[idx], d, *_flipped(flip[[i for i, _ in near]][owner[idx]][:, None], wa, wb, n))
+    return near, (owner[idx], d, *_flipped(flip[kept][owner[idx]][:, None], wa, wb, n))
 
 
 def _flipped(flip, wa, wb, n):
