@@ -17,6 +17,7 @@ from .ellipsoid import point_ellipsoid
 from .ellipsoid_field import ellipsoid_faces, segment_ellipsoid
 from .heightfield import cylinder_faces, hfield_grid, hfield_triangles, points_on_hfield, segment_rims
 from .heightfield_c import field_grid, group_on_hfield_c
+from .heightfield_more_c import KIND_CODES, more_on_hfield_c
 
 __all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
 
@@ -54,13 +55,12 @@ def hfield_pairs(scene, ks, R, p, margin):
     (:func:`_feature_hits`: the broad test :func:`_near`, then
     :func:`~sparsedyn.contact.heightfield.points_on_hfield`, the pairs on a field in one C call where
     built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and the hits of
-    :func:`_more_hits`: an ellipsoid's support point and a cylinder's rim points on the faces, and the
-    grid points pressing into a box, a capsule, a cylinder or an ellipsoid, and the triangles' edges
-    into a box's edge, a capsule's or a cylinder's side, a cylinder's rim or an ellipsoid, deeper than
-    every other hit (a bump or a ridge under a face).
-    A shape whose lowest point lies higher than ``margin`` above every grid point under it has none
-    (:func:`_near`).  coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth
-    as ``-|d|`` whichever the side, and measures a cell as a prism whose side walls are not the surface."""
+    :func:`_more_hits` (in one C call where built): an ellipsoid's support point and a cylinder's rim
+    points on the faces, and the grid points and the triangles' edges pressing into a box, a capsule, a
+    cylinder or an ellipsoid deeper than every other hit (a bump or a ridge under a face).  A shape whose
+    lowest point lies higher than ``margin`` above every grid point under it has none (:func:`_near`).
+    coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth as ``-|d|`` whichever the
+    side, and measures a cell as a prism whose side walls are not the surface."""
     ks = np.asarray(ks, int).reshape(-1)
     reach = np.asarray(margin, float)
     reach = np.full(len(ks), float(reach)) if reach.ndim == 0 else reach.reshape(-1)
@@ -253,6 +253,17 @@ def _more_kinds(scene):
     return got
 
 
+def _more_table(scene):
+    """The scene's shapes' (S, 5) kind codes (:data:`~sparsedyn.contact.heightfield_more_c.KIND_CODES`, -1:
+    none), :func:`_sizes` and bounding radii, kept by the scene."""
+    got = scene.cache.get("hfield more table")
+    if got is None:
+        codes = [KIND_CODES.get(x.kind, -1) for x in scene.shapes]
+        got = scene.cache["hfield more table"] = np.column_stack([codes, _sizes(scene), _bounds(scene)[1]])
+        got.flags.writeable = False
+    return got
+
+
 def _sizes(scene):
     """The scene's shapes' sizes (S, 3), padded with zeros (a mesh's and a height field's: zeros), kept by the
     scene."""
@@ -304,8 +315,14 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
     (:func:`_local_least`); those within ``cut[x]`` and deeper than every feature and face by
     :data:`SAME_DEPTH` (a bump or a ridge pressing into it).  ``grid`` (nrow, ncol, 3),
     ``triangles``, ``Rl`` and ``pl`` (the shapes, (m, 3, 3) and (m, 3)) in the field's frame; ``R``,
-    ``p`` every shape's world placement."""
+    ``p`` every shape's world placement.  Off the NumPy road in one C call where built
+    (:func:`~sparsedyn.contact.heightfield_more_c.more_on_hfield_c`)."""
     Rh, ph = R[f], p[f]
+    if use_backend.current() != "numpy":
+        got = more_on_hfield_c(_field(scene, f)[4], (Rh, ph), _more_table(scene)[sa[ts]], ts, windows, (Rl, pl), cut,
+                               deepest)
+        if got is not None:
+            return got
     kinds = np.array([scene.shapes[sa[x]].kind for x in ts.tolist()])
     reach = np.array([scene.shapes[sa[x]].bounding_radius for x in ts.tolist()]) + cut[ts]
     P, own = _window_points(grid, windows, pl[ts], reach)
@@ -324,25 +341,22 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
         else:
             dv, wv, ws, n = sphere_cylinder(X[k], np.zeros(len(k)), Ra[k], pa[k], size[k, 1] / 2, size[k, 0])
         blocks.append([own[k], dv, ws, wv, -n, np.zeros(len(k), bool)])   # (n from the shape: reversed)
-    edged = np.flatnonzero(np.isin(kinds, ("box", "capsule", "cylinder")))
-    if len(edged):                                               # (the windows' edges, found once)
-        P0, P1, T, o = _edges(scene, f, grid, [windows[i] for i in edged.tolist()], pl[ts[edged]], reach[edged])
-        edges, on = (P0, P1, T, ts[edged][o]), kinds[edged][o]
-        sides = np.flatnonzero(on != "box")                      # (a cylinder's side: a capsule's)
-        boxes = np.flatnonzero(on == "box")
-        blocks.append(_capsule_edges(scene, sa, tuple(x[sides] for x in edges), Rl, pl, Rh, ph, cut))
-        blocks.append(_box_edges(scene, sa, tuple(x[boxes] for x in edges), Rl, pl, Rh, ph, cut))
+    P0, P1, T, o = _edges(scene, f, grid, windows, pl[ts], reach)        # (every shape's edges, found once)
+    edges, on = (P0, P1, T, ts[o]), kinds[o]
+    for mine, road in (((on == "capsule") | (on == "cylinder"), _capsule_edges), (on == "box", _box_edges)):
+        if mine.any():                                            # (a cylinder's side: a capsule's)
+            blocks.append(road(scene, sa, tuple(x[mine] for x in edges), Rl, pl, Rh, ph, cut))
     deepest = deepest.copy()
     for i in np.flatnonzero(np.isin(kinds, tuple(FACE_ROWS))).tolist():
         x = ts[i]
         faces = _face_hits(scene, sa[x], grid, windows[i], triangles, (Rl[x], pl[x]), (Rh, ph), cut[x])
         blocks.append([np.full(len(faces[0]), x), *faces, np.ones(len(faces[0]), bool)])    # (faces: all kept)
+        mine = tuple(e[edges[3] == x] for e in edges[:3])
         if kinds[i] == "ellipsoid":
-            more = _ellipsoid_hits(scene, f, sa[x], grid, windows[i], (Rl[x], pl[x]), (Rh, ph), (R[sa[x]], p[sa[x]]),
-                                   X[own == x], cut[x], min(deepest[x], faces[0].min(initial=np.inf)))
+            more = _ellipsoid_hits(scene, sa[x], mine, (Rl[x], pl[x]), (Rh, ph), (R[sa[x]], p[sa[x]]), X[own == x],
+                                   cut[x], min(deepest[x], faces[0].min(initial=np.inf)))
         else:
-            mine = np.flatnonzero(edges[3] == x)
-            more = _rim_edges(scene, sa[x], tuple(e[mine] for e in edges[:3]), (Rl[x], pl[x]), (Rh, ph), cut[x])
+            more = _rim_edges(scene, sa[x], mine, (Rl[x], pl[x]), (Rh, ph), cut[x])
         blocks.append([np.full(len(more[0]), x), *more, np.zeros(len(more[0]), bool)])
         deepest[x] = min(deepest[x], faces[0].min(initial=np.inf))
     t, d, wa, wb, n, faces = (np.concatenate(x) for x in zip(*blocks))
@@ -378,21 +392,19 @@ def _face_hits(scene, a, grid, window, triangles, local, field, cut):
     return d[within], wa[within] @ Rh.T + ph, wb[within] @ Rh.T + ph, n[within] @ Rh.T
 
 
-def _ellipsoid_hits(scene, f, a, grid, window, local, field, placed, X, cut, deepest):
-    """An ellipsoid, shape ``a`` (placed ``local = (Rl, pl)`` in the frame of height field ``f``, which is
-    ``field = (Rh, ph)``, and ``placed = (Ra, pa)`` in the world), against the ``window`` of rows and
-    columns of the ``grid`` (nrow, ncol, 3) beside its faces' hits: the ``(d, w_a, w_b, n)`` (world) of
-    the grid points ``X`` (world) and the triangles' edges near its bounding sphere whose least distance
-    to it lies inside them and is the least about the edge
+def _ellipsoid_hits(scene, a, edges, local, field, placed, X, cut, deepest):
+    """An ellipsoid, shape ``a`` (placed ``local = (Rl, pl)`` in the frame of a height field, which is
+    ``field = (Rh, ph)``, and ``placed = (Ra, pa)`` in the world), against its window of the field beside
+    its faces' hits: the ``(d, w_a, w_b, n)`` (world) of the grid points ``X`` (world) and the triangles'
+    ``edges`` ``(P0, P1, T)`` near its bounding sphere (:func:`_edges`) whose least distance to it lies
+    inside them and is the least about the edge
     (:func:`~sparsedyn.contact.ellipsoid_field.segment_ellipsoid`, :func:`_local_least`) that may come
     nearer than ``cut`` and ``deepest`` (its other hits') less :data:`SAME_DEPTH` (:func:`_lower_bounds`:
     the others are not measured)."""
-    (Rl, pl), (Rh, ph), (Ra, pa) = local, field, placed
+    (Rl, pl), (Rh, ph), (Ra, pa), (P0, P1, T) = local, field, placed, edges
     radii = np.array(scene.shapes[a].size)
     limit = min(cut, deepest - SAME_DEPTH)
-    X = X[_lower_bounds((X - pa) @ Ra, None, radii) < limit]
-    points = point_ellipsoid(X, Ra, pa, radii)
-    P0, P1, T, _ = _edges(scene, f, grid, [window], pl[None], np.array([scene.shapes[a].bounding_radius + cut]))
+    points = point_ellipsoid(X[_lower_bounds((X - pa) @ Ra, None, radii) < limit], Ra, pa, radii)
     near = _lower_bounds((P0 - pl) @ Rl, (P1 - pl) @ Rl, radii) < limit
     d, wa, wb, n, along = segment_ellipsoid(P0[near], P1[near], Rl, pl, radii)
     inside = (0 < along) & (along < 1) & _local_least(n, T[near])
