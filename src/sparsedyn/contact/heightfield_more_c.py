@@ -79,6 +79,15 @@ static void mh_segments(const double *P0, const double *d1, const double *Q0, co
 /* collision_hfield._local_least: moving the surface point into either triangle takes it no nearer */
 MH int mh_least(const double *T, const double *n) { return mh_dot(T, n) <= 0 && mh_dot(T + 3, n) <= 0; }
 
+/* the normal R m and the point c + R y of a shape (R row-major, centre c) */
+static void mh_placed(const double *R, const double *c, const double *m, const double *y, double *n, double *ws)
+{
+  double w[3];
+  mh_r(R, m, n);
+  mh_r(R, y, w);
+  for (int i = 0; i < 3; i++) ws[i] = c[i] + w[i];
+}
+
 /* A grid point P against a box (centre c, half extents h), a capsule or a cylinder (radius r, half length
    h): closed_forms.sphere_box / sphere_capsule / sphere_cylinder with radius 0; ws on the shape, n from it. */
 static double mh_on_box(const double *P, const double *R, const double *c, const double *h, double *ws, double *n)
@@ -98,9 +107,7 @@ static double mh_on_box(const double *P, const double *R, const double *c, const
     for (int i = 0; i < 3; i++) { m[i] = w[i] / L; yb[i] = y[i]; }
     d = L;
   }
-  mh_r(R, m, n);
-  mh_r(R, yb, w);
-  for (int i = 0; i < 3; i++) ws[i] = c[i] + w[i];
+  mh_placed(R, c, m, yb, n, ws);
   return d;
 }
 
@@ -134,9 +141,7 @@ static double mh_on_cylinder(const double *P, const double *R, const double *c, 
     for (int i = 0; i < 3; i++) { m[i] = w[i] / L; yy[i] = y[i]; }
     d = L;
   }
-  mh_r(R, m, n);
-  mh_r(R, yy, w);
-  for (int i = 0; i < 3; i++) ws[i] = c[i] + w[i];
+  mh_placed(R, c, m, yy, n, ws);
   return d;
 }
 
