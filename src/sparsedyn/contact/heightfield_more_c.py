@@ -30,13 +30,12 @@ KIND_CODES = {"box": 0, "capsule": 1, "cylinder": 2, "ellipsoid": 3}
 SOURCE = r"""
 #include <math.h>
 #include <float.h>
-#include <stdlib.h>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O2", "fp-contract=off", "no-math-errno")
 #endif
 #define MH static inline __attribute__((always_inline))
 #define REC 24                 /* a shape's record: kind, size (3), bounding radius, cut, deepest, window (4),
-                                  Rl (9, row-major: its axes in the field's frame as columns), pl (3), its t */
+                                  Rl (9, row-major: its axes in the field's frame as columns), pl (3), its index */
 #define ROW 12                 /* a candidate: t, face, d, w_a (3), w_b (3), n (3), the field's frame */
 
 typedef struct { const double *x, *y, *z; long long nrow, ncol; } mh_field;
