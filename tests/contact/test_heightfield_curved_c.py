@@ -3,7 +3,8 @@ sparsedyn.contact.heightfield_more_c) by hand: an ellipsoid over a ridge (Eberly
 it makes seen along the ridge's edge) and a cylinder standing with its rim across a ridge (Newton's
 iteration along the edge), each a distance ``delta`` above the ridge, where the faces on either side fall
 away more steeply than the shape: the deepest hit is ``delta``, on the ridge, the normal along the field's
-up (the cylinder's rim crosses the ridge twice: a hit at each crossing).  The NumPy road's agreement with the routine on random states: test_heightfield_more_c.
+up (the cylinder's rim crosses the ridge twice: a hit at each crossing).  The NumPy road's agreement with
+the routine on random states: test_heightfield_more_c.
 
 Tolerances: the hand values are exact in binary (the ridge's height, the shapes' centres); each road
 rounds a few dozen operations on coordinates below 1 and Newton's or Eberly's iteration converges to
