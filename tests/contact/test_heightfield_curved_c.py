@@ -6,9 +6,9 @@ away more steeply than the shape: the deepest hit is ``delta``, on the ridge, th
 up (the cylinder's rim crosses the ridge twice: a hit at each crossing).  The NumPy road's agreement with
 the routine on random states: test_heightfield_more_c.
 
-Tolerances: the hand values are exact in binary (the ridge's height, the shapes' centres); each road
-rounds a few dozen operations on coordinates below 1 and Newton's or Eberly's iteration converges to
-rounding: ``rounding_bound(64)``; the normal is a difference over ``delta`` (0.01): that bound over it.
+Tolerances: the routine rounds a few dozen operations on coordinates below 1 (themselves a rounding off
+the decimal values) and Newton's or Eberly's iteration converges to rounding: ``rounding_bound(64)``; the
+normal is a difference over ``delta`` (0.01): that bound over it.
 """
 
 import numpy as np
