@@ -11,6 +11,7 @@ it) puts it farther than the cutoff and than the closest pair's depth is neither
 Rotations row by row; no fused multiply-add (the compiler's flags, and GCC's pragma)."""
 
 from .box_box_c_step import STEP
+from .segments_c import SEGMENTS
 
 _CORE = r"""
 #include <math.h>
@@ -93,20 +94,7 @@ static void bb_flatten(const sd_bb_box *a, const sd_bb_box *b, double parallel, 
     }
 }
 
-/* closed_forms._segments */
-static void bb_segments(const double *P0, const double *d1, const double *Q0, const double *d2, double *s, double *t)
-{
-  double r[3] = {P0[0] - Q0[0], P0[1] - Q0[1], P0[2] - Q0[2]};
-  double a = bb_dot(d1, d1), b = bb_dot(d1, d2), c = bb_dot(d1, r), e = bb_dot(d2, d2), f = bb_dot(d2, r);
-  double den = a * e - b * b;
-  int parallel = den <= 1e-12 * a * e;
-  double ss = parallel ? 0.0 : bb_unit((b * f - c * e) / den);
-  double tt = (b * ss + f) / e;
-  if (tt < 0) ss = bb_unit(-c / a); else if (tt > 1) ss = bb_unit((b - c) / a);
-  *s = ss;
-  *t = bb_unit(tt);
-}
-
+""" + SEGMENTS + r"""
 /* closed_forms._support_edges for one box: the edge along its axis `axis` farthest along n */
 static void bb_edge(const sd_bb_box *b, const double *n, int axis, double *P, double *E, double *sign, double *corner)
 {
@@ -171,7 +159,7 @@ static void bb_apart(const sd_bb_box *a, const sd_bb_box *b, double ax[15][3], c
     for (int r = 0; r < 3; r++) { n[r] = ax[6 + m][r] * bb_sgn(c[6 + m]); mn[r] = -n[r]; }
     bb_edge(a, mn, m / 3, Pa, Ea, sg, v);
     bb_edge(b, n, m % 3, Pb, Eb, sg, v);
-    bb_segments(Pa, Ea, Pb, Eb, &s, &t);
+    sg_segments(Pa, Ea, Pb, Eb, &s, &t);
     double xa[3], xb[3], w[3];
     for (int r = 0; r < 3; r++) { xa[r] = Pa[r] + s * Ea[r]; xb[r] = Pb[r] + t * Eb[r]; w[r] = xa[r] - xb[r]; }
     double L = isfinite(ov[6 + m]) ? sqrt((w[0] * w[0] + w[1] * w[1]) + w[2] * w[2]) : INFINITY;
@@ -232,7 +220,7 @@ static void bb_deep(const sd_bb_box *a, const sd_bb_box *b, double ax[15][3], co
   for (int r = 0; r < 3; r++) out->n[r] = n[r];
   if (j >= 6) {
     double s, t;
-    bb_segments(P[0], E[0], P[1], E[1], &s, &t);
+    sg_segments(P[0], E[0], P[1], E[1], &s, &t);
     for (int r = 0; r < 3; r++) { out->wa[r] = P[0][r] + s * E[0][r]; out->wb[r] = P[1][r] + t * E[1][r]; }
     return;
   }

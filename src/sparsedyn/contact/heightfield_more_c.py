@@ -21,11 +21,17 @@ from ..kernels import c_routine
 from .closed_forms import PARALLEL_EDGES
 from .collision_coal import SAME_DEPTH
 from .heightfield_curved_c import CURVED
+from .segments_c import SEGMENTS
 
 __all__ = ["more_on_hfield_c", "KIND_CODES"]
 
 #: The kinds the routine takes, by their code in its table.
 KIND_CODES = {"box": 0, "capsule": 1, "cylinder": 2, "ellipsoid": 3}
+
+#: The routine's constants: :data:`~sparsedyn.contact.collision_coal.SAME_DEPTH`, the sine of
+#: :data:`~sparsedyn.contact.closed_forms.PARALLEL_EDGES`.
+_PAR = np.array([SAME_DEPTH, np.sin(PARALLEL_EDGES)])
+_PAR.flags.writeable = False
 
 SOURCE = r"""
 #include <math.h>
@@ -63,18 +69,7 @@ static void mh_put(mh_out *b, double t, double face, double d, const double *wa,
   for (int i = 0; i < 3; i++) { e[3 + i] = wa[i]; e[6 + i] = wb[i]; e[9 + i] = n[i]; }
 }
 
-/* closed_forms._segments: the closest points' parameters of P0 + s d1 and Q0 + t d2 */
-static void mh_segments(const double *P0, const double *d1, const double *Q0, const double *d2, double *s, double *t)
-{
-  double r[3] = {P0[0] - Q0[0], P0[1] - Q0[1], P0[2] - Q0[2]};
-  double a = mh_dot(d1, d1), b = mh_dot(d1, d2), c = mh_dot(d1, r), e = mh_dot(d2, d2), f = mh_dot(d2, r);
-  double den = a * e - b * b;
-  double ss = den <= 1e-12 * a * e ? 0.0 : mh_unit((b * f - c * e) / den);
-  double tt = (b * ss + f) / e;
-  ss = tt < 0 ? mh_unit(-c / a) : (tt > 1 ? mh_unit((b - c) / a) : ss);
-  *s = ss; *t = mh_unit(tt);
-}
-
+""" + SEGMENTS + r"""
 /* collision_hfield._local_least: moving the surface point into either triangle takes it no nearer */
 MH int mh_least(const double *T, const double *n) { return mh_dot(T, n) <= 0 && mh_dot(T + 3, n) <= 0; }
 
@@ -191,7 +186,7 @@ static void mh_axis_edge(const double *s, const double *e, mh_out *o)
   double r = s[1], h = s[2];
   mh_col(s + 11, 2, u);
   for (int m = 0; m < 3; m++) { A0[m] = s[20 + m] - (h / 2) * u[m]; d1[m] = h * u[m]; d2[m] = e[3 + m] - e[m]; }
-  mh_segments(A0, d1, e, d2, &sa, &se);
+  sg_segments(A0, d1, e, d2, &sa, &se);
   for (int m = 0; m < 3; m++) { X1[m] = A0[m] + sa * d1[m]; X2[m] = e[m] + se * d2[m]; w[m] = X1[m] - X2[m]; }
   double L = sqrt(mh_dot(w, w));
   for (int m = 0; m < 3; m++) n[m] = L > 0 ? w[m] / L : (m == 2 ? 1.0 : 0.0);
@@ -223,7 +218,7 @@ static void mh_box_edge(const double *s, const double *e, double parallel, mh_ou
     double gap = (sqrt(mh_dot(g, g)) - sqrt(mh_dot(A, A)) / 2) - lb / 2;
     if (!(gap < s[5])) continue;
     double sb, se, Y[3], X[3], n[3], q[3], mm[3];
-    mh_segments(A0, A, e, B, &sb, &se);
+    sg_segments(A0, A, e, B, &sb, &se);
     for (int m = 0; m < 3; m++) { Y[m] = A0[m] + sb * A[m]; X[m] = e[m] + se * B[m]; }
     mh_cross(A, B, n);
     double L = sqrt(mh_dot(n, n));
@@ -421,10 +416,9 @@ def more_on_hfield_c(grid, field, table, ts, windows, local, cut, deepest):
     rec[:, 11:20], rec[:, 20:23], rec[:, 23] = Rl[ts].reshape(m, 9), pl[ts], np.arange(m)
     cap = int(16 * points.sum()) + 64
     out, E = np.empty(12 * cap), np.empty(36 * int(points.max(initial=0)) + 12)
-    par = np.array([SAME_DEPTH, np.sin(PARALLEL_EDGES)])
     Rh = np.ascontiguousarray(Rh, float)
     ph = np.ascontiguousarray(ph, float)
-    h = f(m, rec.ctypes.data, at[0], at[1], at[2], nrow, ncol, Rh.ctypes.data, ph.ctypes.data, par.ctypes.data,
+    h = f(m, rec.ctypes.data, at[0], at[1], at[2], nrow, ncol, Rh.ctypes.data, ph.ctypes.data, _PAR.ctypes.data,
           out.ctypes.data, cap, E.ctypes.data)
     if h < 0:
         return None
