@@ -35,17 +35,18 @@ def _random_case(rng, flat=False):
     return size, H, C, r, rng.uniform(0.001, 0.3, k)
 
 
-def _spheres_c(size, H, C, r, reach):
+def _spheres_c(size, H, C, r, reach, held=None):
     """The spheres ``C`` (k, 3), ``r`` (k,) as k shapes (each a sphere at its centre) against the field of
     ``size`` and ``H`` placed at the origin, in the C routine: ``(index, d, w_a, w_b, n)`` as
-    points_on_hfield gives them (identity placements: every product and sum exact)."""
+    points_on_hfield gives them (identity placements: every product and sum exact).  ``held``: the
+    routine's buffers per thread, kept from an earlier call of as many spheres (None: new ones)."""
     x, y, z = heightfield.hfield_grid(size, H)
     k = len(C)
     table = np.column_stack([np.zeros((k, 3)), r, r, np.zeros((k, 8)), np.zeros(k), np.arange(k), np.ones(k)])
     features = np.column_stack([np.zeros((k, 3)), r])
     grid = heightfield_c.field_grid(x, y, z, size)
     got = heightfield_c.group_on_hfield_c(grid, z.max(), np.stack([np.eye(3)] * (k + 1)), np.vstack([np.zeros(3), C]),
-                                          np.arange(k + 1), reach, (table, table.ctypes.data),
+                                          np.arange(k + 1), reach, (table, table.ctypes.data, {} if held is None else held),
                                           (features, features.ctypes.data))
     if got is None:
         pytest.fail("the C routine was not built (the test environment has a C compiler)")
@@ -73,6 +74,27 @@ def test_the_c_routine_gives_the_numpy_roads_hits(flat):
     assert compared >= 1000 and below >= 50
 
 
+def test_an_answer_keeps_its_hits_when_the_buffer_is_used_again():
+    """The routine's buffer is kept per thread (one per group of shapes): an answer's arrays are its own,
+    which the next call, on other spheres, leaves as they were; each answer is the NumPy road's."""
+    rng = np.random.default_rng(3)
+    size, H, C, r, reach = _random_case(rng)
+    C2 = C + rng.uniform(-0.05, 0.05, C.shape)
+    held = {}
+    first = _spheres_c(size, H, C, r, reach, held)
+    kept = [x.copy() for x in first]
+    second = _spheres_c(size, H, C2, r, reach, held)
+    assert len(held) == 1                                  # (this thread's buffer, made once)
+    for x, y in zip(first, kept):
+        assert np.array_equal(x, y)
+    for got, centres in ((first, C), (second, C2)):
+        want = heightfield.points_on_hfield(size, H, heightfield.hfield_triangles(size, H), centres, r, reach)
+        assert np.array_equal(got[0], want[0])
+        bound = rounding_bound(64) * max(1.0, np.abs(centres).max(), np.abs(H).max() * size[2])
+        assert all(np.abs(g - w).max(initial=0.0) <= bound for g, w in zip(got[1:4], want[1:4]))
+    assert len(first[0]) >= 1 and len(second[0]) >= 1
+
+
 def test_without_a_c_compiler_collide_takes_the_numpy_road(monkeypatch):
     """The routine not built: None, and the ball's hit on the flat field (surface 0.1 high) still its
     height less its radius, from the NumPy road."""
@@ -81,7 +103,7 @@ def test_without_a_c_compiler_collide_takes_the_numpy_road(monkeypatch):
     x, y, z = heightfield.hfield_grid((1.0, 1.0, 0.2, 0.1), np.zeros((3, 3)))
     grid = heightfield_c.field_grid(x, y, z, (1.0, 1.0, 0.2, 0.1))
     assert heightfield_c.group_on_hfield_c(grid, 0.0, np.stack([np.eye(3)] * 2), np.zeros((2, 3)), np.arange(2), [0.1],
-                                           (np.zeros((1, 16)), 0), (np.zeros((1, 4)), 0)) is None
+                                           (np.zeros((1, 16)), 0, {}), (np.zeros((1, 4)), 0)) is None
     with sd.use_backend("native"):
         hits = sd.collide(scene, [0.3, -0.1, 0.23, 0, 0, 0, 1])
     assert len(hits.distances) == 1 and abs(hits.distances[0] - 0.03) <= rounding_bound(64)

@@ -101,6 +101,12 @@ def test_no_pair_within_its_cutoff_is_left_out_and_most_overlapping_spheres_are(
         cut = 0.05 if t % 2 else rng.uniform(0.005, 0.1, len(scene.pairs))
         near = _near(scene, q, cut)
         Rg, pg = placements(scene, q)
+        # some of the pairs alone (their cutoffs): the same answer, pair by pair
+        some = np.flatnonzero(rng.uniform(size=len(scene.pairs)) < 0.4)
+        with sd.use_backend("native", deterministic=True):
+            part = mesh_box_loop.near_pairs(scene, Rg, pg, np.broadcast_to(cut, len(scene.pairs))[some], plan["c"],
+                                            plan["r"], some)
+        assert np.array_equal(part, near[some])
         c = pg + np.einsum("kij,kj->ki", Rg, plan["c"])
         cuts = np.broadcast_to(cut, len(scene.pairs))
         for k, (i, j) in enumerate(scene.index.tolist()):

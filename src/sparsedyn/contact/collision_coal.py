@@ -207,7 +207,7 @@ def closest_pair(scene, coal, k, Ti, Tj, geometries=None):
     ``geometries`` where given: theirs) placed at coal's transforms ``Ti`` and ``Tj``: the signed
     distance (:func:`_coal_distance`), the witness points on ``a`` and ``b`` (world, (3,)) and the unit
     normal from ``b`` towards ``a``."""
-    i, j = scene.index[k]
+    i, j = scene.index[k].tolist()
     gi, gj = geometries or (convex_geometry(scene, i), convex_geometry(scene, j))
     d, res = _coal_distance(coal, gi, Ti, gj, Tj, scene.shapes[i].name, scene.shapes[j].name)
     return d, np.array(res.getNearestPoint1(), float), np.array(res.getNearestPoint2(), float), \

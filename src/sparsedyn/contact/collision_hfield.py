@@ -232,7 +232,7 @@ def _group(scene, f, sa, flip):
     """``(f, sa, flip, each, table, features)``: the shapes ``sa`` (m,) on height field ``f`` (``flip``
     (m,): where the field is their pair's first shape) as
     :func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c` takes them: ``each`` (m + 1,) the field and
-    the shapes; ``table`` (m, 16) and its address: each shape's bounding sphere's centre (its frame) and
+    the shapes; ``table`` (m, 16), its address and the call's buffer per thread: each shape's bounding sphere's centre (its frame) and
     radius, its :func:`_supports` coefficients, 1 where it has none, ``flip``, its first feature and
     their count in ``features`` (the table (N, 4) of their :func:`_features`, centre and radius, and its
     address)."""
@@ -242,7 +242,7 @@ def _group(scene, f, sa, flip):
     (c, rad), (coef, other) = _bounds(scene), _supports(scene)
     table = np.column_stack([c[sa], rad[sa], coef[sa], other[sa], flip, np.cumsum(count) - count, count])
     table.flags.writeable = rows.flags.writeable = False             # (kept by the scene's plan, shared by calls)
-    return f, sa, flip, np.concatenate([[f], sa]), (table, table.ctypes.data), (rows, rows.ctypes.data)
+    return f, sa, flip, np.concatenate([[f], sa]), (table, table.ctypes.data, {}), (rows, rows.ctypes.data)
 
 
 def _more_kinds(scene):

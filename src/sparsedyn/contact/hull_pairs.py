@@ -78,9 +78,9 @@ def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
     if not len(hulls):
         return out
     c, r = _bounds(scene)
-    every = near_pairs(scene, R, p, cut, c, r)
+    every = near_pairs(scene, R, p, cut.take(hulls), c, r, hulls)
     if every is not None:
-        near = np.flatnonzero(every[hulls])
+        near = np.flatnonzero(every)
     else:
         ia, ib = scene.index[hulls, 0], scene.index[hulls, 1]
         ca, cb = (p[x] + np.einsum("kij,kj->ki", R[x], c[x]) for x in (ia, ib))
@@ -125,7 +125,8 @@ def closest_on_face(scene, coal, k, Ti, Tj, R, p, geometries=None):
     (:func:`~sparsedyn.contact.collision_coal.closest_pair`, its shapes at coal's transforms ``Ti``,
     ``Tj``), or where its kinds have a closed form in :data:`~sparsedyn.contact.closed_forms.ON_FACE` whose
     hit holds at the shapes' placements ``R``, ``p`` (an ellipsoid on a box's face), that hit."""
-    key = (scene.shapes[scene.index[k][0]].kind, scene.shapes[scene.index[k][1]].kind)
+    i, j = scene.index[k].tolist()
+    key = (scene.shapes[i].kind, scene.shapes[j].kind)
     on = key if key in ON_FACE else key[::-1] if key[::-1] in ON_FACE else None
     if on is not None:
         _, d, wa, wb, n = (x[0] for x in closed_form_hits(scene, on, np.array([k]), R, p, ON_FACE))

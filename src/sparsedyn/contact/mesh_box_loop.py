@@ -6,16 +6,14 @@ Both are C routines written by hand (:func:`~sparsedyn.kernels.c_library`), used
 
 * **broad phase**, per pair ``(a, b)`` at the shapes' world poses: the bounding spheres' test of
   collide's NumPy road (a bounded shape and a plane: the sphere's height above the plane), and where
-  it passes, two lower bounds of the pair's distance, each a separating-axis gap that rounds to less
-  than the distance by far less than :data:`~sparsedyn.contact.collision_near.SLACK`: a shape's bounding
-  sphere against the other where that is a box (the sphere's distance to the box), and the two
-  shapes' bounding boxes in their own frames (a box itself; a sphere, capsule, cylinder, ellipsoid
-  its extents; a mesh its hull's extents) by the separating axis test of two oriented boxes (their
-  six face normals and nine cross products of their edges: the projection's gap along each axis is
-  a lower bound of the distance; Gottschalk, Lin and Manocha, "OBBTree: a hierarchical structure
-  for rapid interference detection", 1996).  A pair is kept where each bound is below its cutoff
-  plus the slack: never a pair within its cutoff left out, most of the pairs whose spheres alone
-  overlap (a robot's links over a wide box) left out.
+  it passes, lower bounds of the pair's distance (:mod:`~sparsedyn.contact.near_bounds_c`), each a
+  separating-axis gap that rounds to less than the distance by far less than
+  :data:`~sparsedyn.contact.collision_near.SLACK`: a shape's bounding sphere against the other where
+  that is a box, the two shapes' bounding boxes in their own frames (a box itself; a sphere, capsule,
+  cylinder, ellipsoid its extents; a mesh its hull's extents), and a capsule's own gap to a shape of
+  those kinds.  A pair is kept where each bound is below its cutoff plus the slack: never a pair
+  within its cutoff left out, most of the pairs whose spheres alone overlap (a robot's links over a
+  wide box) left out.
 * **a mesh's patch on a box**, given the pair's closest points (coal's GJK/EPA on the mesh's convex
   hull): :func:`~sparsedyn.contact.reduction.mesh_box_patch`, the same operations in the same order
   (the face holding the closest pair, the hull vertices within the cutoff over it, the reduction's
@@ -36,6 +34,7 @@ import ctypes
 import numpy as np
 
 from ..kernels import c_library
+from .near_bounds_c import KIND_CODES, NEAR_BOUNDS
 from .collision_coal import SAME_DEPTH, SAME_POINT, _hull_vertices
 from .collision_near import SLACK
 from .mesh_plane_loop import REDUCE, _at, _to
@@ -46,7 +45,8 @@ __all__ = ["near_pairs", "near_plan", "mesh_box_loop_patches"]
 #: ``sd_near_pairs``: ``near`` (P,) (0/1) of the P pairs (the module docstring's broad phase); per
 #: shape ``sc`` (S, 3), ``sr`` (S,) its bounding sphere (centre in its frame, radius, inf: unbounded),
 #: ``bc`` (S, 3), ``be`` (S, 3) its bounding box (centre in its frame, half extents along its axes; NaN:
-#: none), ``box`` (S,) 1 where it is a box (its bounding box exact); per pair ``ia``, ``ib`` its shapes,
+#: none), ``box`` (S,) its kind's code (:data:`~sparsedyn.contact.near_bounds_c.KIND_CODES`; 1: a box, its
+#: bounding box exact); per pair ``ia``, ``ib`` its shapes,
 #: ``plane`` the index of its plane or -1 (a bounded shape on a plane); ``R`` (S, 3, 3), ``p`` (S, 3)
 #: the shapes' world poses; ``cut`` (P,); ``par``: ``[SLACK, SAME_POINT]``.
 #: ``sd_mesh_box_patches``: the rows (P * 4, 10) ``[d, w_a (3), w_b (3), n (3)]`` (``d`` +inf in a
@@ -58,57 +58,12 @@ SOURCE = REDUCE + r"""
 typedef long long sd_mb_mask __attribute__((vector_size(8 * SD_W)));     /* a lane's comparison: -1 or 0 */
 static double sd_mb_abs(double x) { return x < 0 ? -x : x; }
 
-/* The separating-axis gap of two oriented boxes (axes the columns of Ra, Rb; centres ca, cb; half extents ea, eb):
-   the largest over the 15 axes of the projections' gap, a lower bound of their distance (-inf: none). */
-static double sd_mb_obb_gap(const double *Ra, const double *ca, const double *ea, const double *Rb, const double *cb,
-                            const double *eb)
-{
-  double a[3][3], b[3][3], T[3], best = -__builtin_inf();
-  for (int i = 0; i < 3; i++) {
-    for (int r = 0; r < 3; r++) { a[i][r] = Ra[3 * r + i]; b[i][r] = Rb[3 * r + i]; }
-    T[i] = cb[i] - ca[i];
-  }
-  for (int k = 0; k < 15; k++) {
-    double L[3];
-    if (k < 3) for (int r = 0; r < 3; r++) L[r] = a[k][r];
-    else if (k < 6) for (int r = 0; r < 3; r++) L[r] = b[k - 3][r];
-    else {
-      const double *u = a[(k - 6) / 3], *v = b[(k - 6) % 3];
-      L[0] = u[1] * v[2] - u[2] * v[1];
-      L[1] = u[2] * v[0] - u[0] * v[2];
-      L[2] = u[0] * v[1] - u[1] * v[0];
-    }
-    double n2 = L[0] * L[0] + L[1] * L[1] + L[2] * L[2];
-    if (n2 < 1e-12) continue;                         /* parallel edges: a face axis holds that gap */
-    double ra = 0.0, rb = 0.0;
-    for (int i = 0; i < 3; i++) {
-      ra += ea[i] * sd_mb_abs(L[0] * a[i][0] + L[1] * a[i][1] + L[2] * a[i][2]);
-      rb += eb[i] * sd_mb_abs(L[0] * b[i][0] + L[1] * b[i][1] + L[2] * b[i][2]);
-    }
-    double g = (sd_mb_abs(L[0] * T[0] + L[1] * T[1] + L[2] * T[2]) - ra - rb) / sqrt(n2);
-    if (g > best) best = g;
-  }
-  return best;
-}
-
-/* The distance of a sphere (world centre c, radius r) from a box (axes the columns of Rb, centre pb, half extents e). */
-static double sd_mb_sphere_gap(const double *c, double r, const double *Rb, const double *pb, const double *e)
-{
-  double out = 0.0, top = -__builtin_inf();
-  for (int j = 0; j < 3; j++) {
-    double x = Rb[j] * (c[0] - pb[0]) + Rb[3 + j] * (c[1] - pb[1]) + Rb[6 + j] * (c[2] - pb[2]);
-    double q = sd_mb_abs(x) - e[j];
-    if (q > 0) out += q * q;
-    if (q > top) top = q;
-  }
-  return sqrt(out) + (top < 0 ? top : 0.0) - r;
-}
-
 static void sd_mb_world(const double *R, const double *p, const double *x, double *w)
 {
   for (int r = 0; r < 3; r++) w[r] = ((R[3 * r] * x[0] + R[3 * r + 1] * x[1]) + R[3 * r + 2] * x[2]) + p[r];
 }
 
+""" + NEAR_BOUNDS + r"""
 SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *ib, const long long *plane,
                              const double *sc, const double *sr, const double *bc, const double *be,
                              const long long *box, const double *R, const double *p, const double *cut,
@@ -132,13 +87,22 @@ SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *
     near[k] = sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]) - sr[i] - sr[j] < cut[k];
     if (!near[k]) continue;
     const double top = cut[k] + slack;
-    if (box[j] && !(sd_mb_sphere_gap(ci, sr[i], R + 9 * j, p + 3 * j, be + 3 * j) < top)) { near[k] = 0; continue; }
-    if (box[i] && !(sd_mb_sphere_gap(cj, sr[j], R + 9 * i, p + 3 * i, be + 3 * i) < top)) { near[k] = 0; continue; }
+    if (box[j] == SD_MB_BOX && !(sd_mb_sphere_gap(ci, sr[i], R + 9 * j, p + 3 * j, be + 3 * j) < top)) {
+      near[k] = 0; continue;
+    }
+    if (box[i] == SD_MB_BOX && !(sd_mb_sphere_gap(cj, sr[j], R + 9 * i, p + 3 * i, be + 3 * i) < top)) {
+      near[k] = 0; continue;
+    }
     if (be[3 * i] == be[3 * i] && be[3 * j] == be[3 * j]) {
       double oi[3], oj[3];
       sd_mb_world(R + 9 * i, p + 3 * i, bc + 3 * i, oi);
       sd_mb_world(R + 9 * j, p + 3 * j, bc + 3 * j, oj);
       near[k] = sd_mb_obb_gap(R + 9 * i, oi, be + 3 * i, R + 9 * j, oj, be + 3 * j) < top;
+    }
+    if (near[k] && (box[i] == SD_MB_CAPSULE || box[j] == SD_MB_CAPSULE) && box[i] != SD_MB_OTHER &&
+        box[j] != SD_MB_OTHER) {                   /* a capsule and a shape of a support: its own gaps */
+      const long long c = box[i] == SD_MB_CAPSULE ? i : j, o = c == i ? j : i;
+      near[k] = cg_capsule_gap(R + 9 * c, p + 3 * c, be + 3 * c, box[o], R + 9 * o, p + 3 * o, be + 3 * o) < top;
     }
   }
 }
@@ -507,20 +471,22 @@ def _extents(scene, k):
     return np.full(3, np.nan), np.full(3, np.nan)
 
 
-def near_plan(scene, c, r):
-    """What :func:`near_pairs` hands the routine for ``scene`` (its shapes' bounding spheres ``c`` (S, 3)
-    in their frames, radii ``r`` (S,), collide's): the tables and their addresses; kept by the scene."""
-    key = "box near plan"
+def near_plan(scene, c, r, pairs=None):
+    """What :func:`near_pairs` hands the routine for the scene pairs ``pairs`` (sorted (P,) int; None:
+    all) of ``scene`` (its shapes' bounding spheres ``c`` (S, 3) in their frames, radii ``r`` (S,),
+    collide's): the tables and their addresses; kept by the scene."""
+    key = "box near plan" if pairs is None else ("box near plan", pairs.tobytes())
     got = scene.cache.get(key)
     if got is None:
         idx = np.asarray(scene.index, np.int64).reshape(-1, 2)
+        idx = idx if pairs is None else idx[pairs]
         kinds = np.array([s.kind for s in scene.shapes] or [""])[idx] if len(idx) else np.zeros((0, 2), str)
         on_plane = (kinds == "plane").any(1) & np.isfinite(r[idx]).any(1) if len(idx) else np.zeros(0, bool)
         plane = np.where(on_plane, np.where(kinds[:, 0] == "plane", idx[:, 0], idx[:, 1]), -1).astype(np.int64)
         ext = [_extents(scene, k) for k in range(len(scene.shapes))]
         bc = np.array([e[0] for e in ext]).reshape(-1, 3)
         be = np.array([e[1] for e in ext]).reshape(-1, 3)
-        box = np.array([s.kind == "box" for s in scene.shapes], np.int64)
+        box = np.array([KIND_CODES.get(s.kind, 0) for s in scene.shapes], np.int64)
         tables = (np.ascontiguousarray(idx[:, 0]), np.ascontiguousarray(idx[:, 1]), plane,
                   np.ascontiguousarray(c, float), np.ascontiguousarray(r, float), bc, be, box,
                   np.array([SLACK, SAME_POINT]))
@@ -528,15 +494,16 @@ def near_plan(scene, c, r):
     return got
 
 
-def near_pairs(scene, R, p, cutoff, c, r):
-    """(P,) bool: the scene's pairs whose shapes may come closer than ``cutoff`` (a float, or (P,) [m])
-    at the world poses ``R`` (S, 3, 3), ``p`` (S, 3) (module docstring: every pair within its cutoff,
-    and of the others those the bounds cannot part), ``c``, ``r`` the shapes' bounding spheres
-    (:func:`near_plan`); None where the routine cannot be built (no C compiler)."""
+def near_pairs(scene, R, p, cutoff, c, r, pairs=None):
+    """(P,) bool: of the scene pairs ``pairs`` (sorted (P,) int; None: all the scene's), those whose shapes
+    may come closer than ``cutoff`` (a float, or (P,) [m]) at the world poses ``R`` (S, 3, 3), ``p`` (S, 3)
+    (module docstring: every pair within its cutoff, and of the others those the bounds cannot part),
+    ``c``, ``r`` the shapes' bounding spheres (:func:`near_plan`); None where the routine cannot be built
+    (no C compiler)."""
     got = _routines()
     if got is None:
         return None
-    tables, at, fills = near_plan(scene, c, r)
+    tables, at, fills = near_plan(scene, c, r, pairs)
     P = len(tables[0])
     if np.ndim(cutoff):
         cut = np.ascontiguousarray(cutoff, float)
