@@ -14,10 +14,10 @@ import numpy as np
 
 import sparsedyn as sd
 from sparsedyn.contact import mesh_box_loop, near_bounds_c
-from sparsedyn.contact.collision import _plan, placements
 from sparsedyn.contact.collision_coal import _coal_geometry
 from sparsedyn.model.spatial import Transform
 from test_collision import coal_distance, random_body_q
+from test_mesh_box_loop import _near as all_near
 
 #: The world shapes about the capsule: (name, kind, size).
 WORLD = [("egg", "ellipsoid", (0.3, 0.2, 0.1)), ("drum", "cylinder", (0.15, 0.3)), ("crate", "box", (0.3, 0.2, 0.4)),
@@ -35,12 +35,8 @@ def _scene(turns):
 
 
 def _near(scene, q, cut):
-    with sd.use_backend("native", deterministic=True):
-        R, p = placements(scene, q)
-        plan = _plan(scene)
-        near = mesh_box_loop.near_pairs(scene, R, p, cut, plan["c"], plan["r"])
-    assert near is not None                                # the routine was built (a C compiler is there)
-    return bool(near[0])
+    """Whether the broad phase keeps the scene's one pair (on the native road)."""
+    return bool(all_near(scene, q, cut)[0])
 
 
 def _bounding_boxes_only(monkeypatch, turns):
