@@ -210,8 +210,8 @@ def closest_pair(scene, coal, k, Ti, Tj, geometries=None):
     i, j = scene.index[k].tolist()
     gi, gj = geometries or (convex_geometry(scene, i), convex_geometry(scene, j))
     d, res = _coal_distance(coal, gi, Ti, gj, Tj, scene.shapes[i].name, scene.shapes[j].name)
-    return d, np.array(res.getNearestPoint1(), float), np.array(res.getNearestPoint2(), float), \
-        -np.array(res.normal, float)
+    # (coal's witness points come as new arrays of floats; its normal as a view of res: negated, a new one)
+    return d, res.getNearestPoint1(), res.getNearestPoint2(), -res.normal
 
 
 def _coal():

@@ -125,6 +125,8 @@ def _feature_hits(scene, group, R, p, cut):
 def _flipped(flip, wa, wb, n):
     """``(w_a, w_b, n)`` of hits with a shape first, as their pairs order them: swapped and the normal
     reversed where ``flip`` (k, 1) (the pair's first shape is the height field)."""
+    if not flip.any():                             # (a robot's shapes on a world field: the shape first)
+        return wa, wb, n
     return np.where(flip, wb, wa), np.where(flip, wa, wb), np.where(flip, -n, n)
 
 

@@ -32,6 +32,7 @@ KIND_CODES = {"box": 0, "capsule": 1, "cylinder": 2, "ellipsoid": 3}
 #: :data:`~sparsedyn.contact.closed_forms.PARALLEL_EDGES`.
 _PAR = np.array([SAME_DEPTH, np.sin(PARALLEL_EDGES)])
 _PAR.flags.writeable = False
+_PAR_AT = _PAR.ctypes.data                       # (a constant of the module: its address read once)
 
 SOURCE = r"""
 #include <math.h>
@@ -411,16 +412,19 @@ def more_on_hfield_c(grid, field, table, ts, windows, local, cut, deepest):
     (Rh, ph), (Rl, pl), m = field, local, len(ts)
     w = np.asarray(windows, float).reshape(m, 4)
     points = (w[:, 1] - w[:, 0]) * (w[:, 3] - w[:, 2])
-    rec = np.empty((m, 24))
+    cap = int(16 * points.sum()) + 64
+    # one buffer (its address read once): the records (m, 24), the field's placement (12), the hits (cap,
+    # 12), the routine's workspace
+    buf = np.empty(24 * m + 12 + 12 * cap + 36 * int(points.max(initial=0)) + 12)
+    rec = buf[:24 * m].reshape(m, 24)
     rec[:, :5], rec[:, 5], rec[:, 6], rec[:, 7:11] = table, cut[ts], deepest[ts], w
     rec[:, 11:20], rec[:, 20:23], rec[:, 23] = Rl[ts].reshape(m, 9), pl[ts], np.arange(m)
-    cap = int(16 * points.sum()) + 64
-    out, E = np.empty(12 * cap), np.empty(36 * int(points.max(initial=0)) + 12)
-    Rh = np.ascontiguousarray(Rh, float)
-    ph = np.ascontiguousarray(ph, float)
-    h = f(m, rec.ctypes.data, at[0], at[1], at[2], nrow, ncol, Rh.ctypes.data, ph.ctypes.data, _PAR.ctypes.data,
-          out.ctypes.data, cap, E.ctypes.data)
+    o = 24 * m + 12
+    buf[o - 12:o - 3], buf[o - 3:o] = np.reshape(Rh, 9), ph
+    b = buf.ctypes.data
+    h = f(m, b, at[0], at[1], at[2], nrow, ncol, b + 8 * (o - 12), b + 8 * (o - 3), _PAR_AT, b + 8 * o, cap,
+          b + 8 * (o + 12 * cap))
     if h < 0:
         return None
-    hits = out[:11 * h].reshape(h, 11)
+    hits = buf[o:o + 11 * h].reshape(h, 11)
     return ts[hits[:, 0].astype(int)], hits[:, 1], hits[:, 2:5], hits[:, 5:8], hits[:, 8:11]
