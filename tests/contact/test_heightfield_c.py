@@ -46,7 +46,8 @@ def _spheres_c(size, H, C, r, reach, held=None):
     features = np.column_stack([np.zeros((k, 3)), r])
     grid = heightfield_c.field_grid(x, y, z, size)
     got = heightfield_c.group_on_hfield_c(grid, z.max(), np.stack([np.eye(3)] * (k + 1)), np.vstack([np.zeros(3), C]),
-                                          np.arange(k + 1), reach, (table, table.ctypes.data, {} if held is None else held),
+                                          np.arange(k + 1), reach,
+                                          (table, table.ctypes.data, {} if held is None else held),
                                           (features, features.ctypes.data))
     if got is None:
         pytest.fail("the C routine was not built (the test environment has a C compiler)")

@@ -42,7 +42,8 @@ def _near(scene, q, cut):
 def _bounding_boxes_only(monkeypatch, turns):
     """:func:`_scene`'s scenes whose broad phase knows no capsule (the bounding boxes alone), made under
     ``monkeypatch``."""
-    monkeypatch.setattr(mesh_box_loop, "KIND_CODES", {k: v for k, v in near_bounds_c.KIND_CODES.items() if k != "capsule"})
+    hidden = {k: v for k, v in near_bounds_c.KIND_CODES.items() if k != "capsule"}
+    monkeypatch.setattr(mesh_box_loop, "KIND_CODES", hidden)
     scenes = _scene(turns)
     for scene in scenes:                                   # (their plans made while the capsule is hidden)
         _near(scene, np.r_[1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0], 0.01)

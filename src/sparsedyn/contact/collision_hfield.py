@@ -234,10 +234,10 @@ def _group(scene, f, sa, flip):
     """``(f, sa, flip, each, table, features)``: the shapes ``sa`` (m,) on height field ``f`` (``flip``
     (m,): where the field is their pair's first shape) as
     :func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c` takes them: ``each`` (m + 1,) the field and
-    the shapes; ``table`` (m, 16), its address and the call's buffer per thread: each shape's bounding sphere's centre (its frame) and
-    radius, its :func:`_supports` coefficients, 1 where it has none, ``flip``, its first feature and
-    their count in ``features`` (the table (N, 4) of their :func:`_features`, centre and radius, and its
-    address)."""
+    the shapes; ``table`` (m, 16), its address and the call's buffers per thread: each shape's bounding
+    sphere's centre (its frame) and radius, its :func:`_supports` coefficients, 1 where it has none,
+    ``flip``, its first feature and their count in ``features`` (the table (N, 4) of their
+    :func:`_features`, centre and radius, and its address)."""
     each = [_features(scene, i) for i in sa.tolist()]
     rows = np.concatenate([np.column_stack([C, r]) for C, r in each]).reshape(-1, 4)
     count = np.array([len(r) for _, r in each])

@@ -34,10 +34,10 @@ import ctypes
 import numpy as np
 
 from ..kernels import c_library
-from .near_bounds_c import KIND_CODES, NEAR_BOUNDS
 from .collision_coal import SAME_DEPTH, SAME_POINT, _hull_vertices
 from .collision_near import SLACK
 from .mesh_plane_loop import REDUCE, _at, _to
+from .near_bounds_c import KIND_CODES, NEAR_BOUNDS
 from .reduction import MAX_PATCH_POINTS, SPAN
 
 __all__ = ["near_pairs", "near_plan", "mesh_box_loop_patches"]
@@ -45,7 +45,7 @@ __all__ = ["near_pairs", "near_plan", "mesh_box_loop_patches"]
 #: ``sd_near_pairs``: ``near`` (P,) (0/1) of the P pairs (the module docstring's broad phase); per
 #: shape ``sc`` (S, 3), ``sr`` (S,) its bounding sphere (centre in its frame, radius, inf: unbounded),
 #: ``bc`` (S, 3), ``be`` (S, 3) its bounding box (centre in its frame, half extents along its axes; NaN:
-#: none), ``box`` (S,) its kind's code (:data:`~sparsedyn.contact.near_bounds_c.KIND_CODES`; 1: a box, its
+#: none), ``kind`` (S,) its kind's code (:data:`~sparsedyn.contact.near_bounds_c.KIND_CODES`; 1: a box, its
 #: bounding box exact); per pair ``ia``, ``ib`` its shapes,
 #: ``plane`` the index of its plane or -1 (a bounded shape on a plane); ``R`` (S, 3, 3), ``p`` (S, 3)
 #: the shapes' world poses; ``cut`` (P,); ``par``: ``[SLACK, SAME_POINT]``.
@@ -66,7 +66,7 @@ static void sd_mb_world(const double *R, const double *p, const double *x, doubl
 """ + NEAR_BOUNDS + r"""
 SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *ib, const long long *plane,
                              const double *sc, const double *sr, const double *bc, const double *be,
-                             const long long *box, const double *R, const double *p, const double *cut,
+                             const long long *kind, const double *R, const double *p, const double *cut,
                              const double *par, _Bool *near)
 {
   const double slack = par[0], same = par[1];
@@ -87,10 +87,10 @@ SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *
     near[k] = sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]) - sr[i] - sr[j] < cut[k];
     if (!near[k]) continue;
     const double top = cut[k] + slack;
-    if (box[j] == SD_MB_BOX && !(sd_mb_sphere_gap(ci, sr[i], R + 9 * j, p + 3 * j, be + 3 * j) < top)) {
+    if (kind[j] == SD_MB_BOX && !(sd_mb_sphere_gap(ci, sr[i], R + 9 * j, p + 3 * j, be + 3 * j) < top)) {
       near[k] = 0; continue;
     }
-    if (box[i] == SD_MB_BOX && !(sd_mb_sphere_gap(cj, sr[j], R + 9 * i, p + 3 * i, be + 3 * i) < top)) {
+    if (kind[i] == SD_MB_BOX && !(sd_mb_sphere_gap(cj, sr[j], R + 9 * i, p + 3 * i, be + 3 * i) < top)) {
       near[k] = 0; continue;
     }
     if (be[3 * i] == be[3 * i] && be[3 * j] == be[3 * j]) {
@@ -99,10 +99,10 @@ SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *
       sd_mb_world(R + 9 * j, p + 3 * j, bc + 3 * j, oj);
       near[k] = sd_mb_obb_gap(R + 9 * i, oi, be + 3 * i, R + 9 * j, oj, be + 3 * j) < top;
     }
-    if (near[k] && (box[i] == SD_MB_CAPSULE || box[j] == SD_MB_CAPSULE) && box[i] != SD_MB_OTHER &&
-        box[j] != SD_MB_OTHER) {                   /* a capsule and a shape of a support: its own gaps */
-      const long long c = box[i] == SD_MB_CAPSULE ? i : j, o = c == i ? j : i;
-      near[k] = cg_capsule_gap(R + 9 * c, p + 3 * c, be + 3 * c, box[o], R + 9 * o, p + 3 * o, be + 3 * o) < top;
+    if (near[k] && (kind[i] == SD_MB_CAPSULE || kind[j] == SD_MB_CAPSULE) && kind[i] != SD_MB_OTHER &&
+        kind[j] != SD_MB_OTHER) {                  /* a capsule and a shape of a support: its own gaps */
+      const long long c = kind[i] == SD_MB_CAPSULE ? i : j, o = c == i ? j : i;
+      near[k] = cg_capsule_gap(R + 9 * c, p + 3 * c, be + 3 * c, kind[o], R + 9 * o, p + 3 * o, be + 3 * o) < top;
     }
   }
 }
@@ -356,7 +356,7 @@ SD_EXPORT long long sd_mesh_box_rows(long long P, const long long *slot, const l
 
 /* collide's road of meshes on boxes (mesh_box_road): its tables' addresses in tab, in the order of mesh_box_road's
    ROAD_TABLES (dims = [Q pairs, NG robot shapes, S shapes, the soa's stride, the slots' rows, their columns]). */
-enum { T_DIMS, T_RW, T_PW, T_IA, T_IB, T_PLANE, T_SC, T_SR, T_BC, T_BE, T_BOX, T_CUT, T_NPAR, T_MS, T_BS, T_FIRST,
+enum { T_DIMS, T_RW, T_PW, T_IA, T_IB, T_PLANE, T_SC, T_SR, T_BC, T_BE, T_KIND, T_CUT, T_NPAR, T_MS, T_BS, T_FIRST,
        T_COUNT, T_HULL, T_SOA, T_SFIRST, T_HALF, T_MCUT, T_DEPTH, T_SWAP, T_PAR };
 
 /* The shapes' poses R (S, 3, 3), p (S, 3) (the robot's Rg, pg, then the world's) and the broad phase of the road's
@@ -368,7 +368,7 @@ SD_EXPORT void sd_road_near(const void *const *tab, const double *Rg, const doub
   const double *Rw = tab[T_RW], *pw = tab[T_PW];
   for (long long i = 0; i < 9 * S; i++) R[i] = i < 9 * NG ? Rg[i] : Rw[i - 9 * NG];
   for (long long i = 0; i < 3 * S; i++) p[i] = i < 3 * NG ? pg[i] : pw[i - 3 * NG];
-  sd_near_pairs(Q, tab[T_IA], tab[T_IB], tab[T_PLANE], tab[T_SC], tab[T_SR], tab[T_BC], tab[T_BE], tab[T_BOX], R, p,
+  sd_near_pairs(Q, tab[T_IA], tab[T_IB], tab[T_PLANE], tab[T_SC], tab[T_SR], tab[T_BC], tab[T_BE], tab[T_KIND], R, p,
                 tab[T_CUT], tab[T_NPAR], near);
 }
 
@@ -486,9 +486,9 @@ def near_plan(scene, c, r, pairs=None):
         ext = [_extents(scene, k) for k in range(len(scene.shapes))]
         bc = np.array([e[0] for e in ext]).reshape(-1, 3)
         be = np.array([e[1] for e in ext]).reshape(-1, 3)
-        box = np.array([KIND_CODES.get(s.kind, 0) for s in scene.shapes], np.int64)
+        kind = np.array([KIND_CODES.get(s.kind, 0) for s in scene.shapes], np.int64)
         tables = (np.ascontiguousarray(idx[:, 0]), np.ascontiguousarray(idx[:, 1]), plane,
-                  np.ascontiguousarray(c, float), np.ascontiguousarray(r, float), bc, be, box,
+                  np.ascontiguousarray(c, float), np.ascontiguousarray(r, float), bc, be, kind,
                   np.array([SLACK, SAME_POINT]))
         got = scene.cache[key] = (tables, [_ints(x) if x.dtype == np.int64 else _at(x) for x in tables], {})
     return got
