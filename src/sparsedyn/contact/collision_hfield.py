@@ -16,7 +16,7 @@ from .collision_near import NEAR_COLUMNS, hit_rows
 from .ellipsoid import point_ellipsoid
 from .ellipsoid_field import ellipsoid_faces, segment_ellipsoid
 from .heightfield import cylinder_faces, hfield_grid, hfield_triangles, points_on_hfield, segment_rims
-from .heightfield_c import field_grid, group_on_hfield_c
+from .heightfield_c import NO_HITS, field_grid, group_on_hfield_c
 from .heightfield_more_c import KIND_CODES, more_on_hfield_c
 
 __all__ = ["hfield_pairs", "hfield_rows", "field_pairs"]
@@ -60,7 +60,7 @@ def hfield_pairs(scene, ks, R, p, margin):
     cylinder or an ellipsoid deeper than every other hit (a bump or a ridge under a face).  A shape whose
     lowest point lies higher than ``margin`` above every grid point under it has none (:func:`_near`).
     coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth as ``-|d|`` whichever the
-    side, and measures a cell as a prism whose side walls are not the surface."""
+    side, and measures a cell as a prism whose side walls are not the surface.  No hit: ``NO_HITS`` (read-only)."""
     ks = np.asarray(ks, int).reshape(-1)
     reach = np.asarray(margin, float)
     reach = np.full(len(ks), float(reach)) if reach.ndim == 0 else reach.reshape(-1)
@@ -87,8 +87,7 @@ def hfield_pairs(scene, ks, R, p, margin):
         order = np.argsort(np.concatenate([2 * o, 2 * t + 1]), kind="stable")      # (a pair's features, then more)
         blocks.append(tuple(np.concatenate([x, y])[order] for x, y in zip((pair, d, wa, wb, n), (ks[at][t], *hits))))
     if len(blocks) < 2:
-        return blocks[0] if blocks else (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)),
-                                         np.zeros((0, 3)))
+        return blocks[0] if blocks else NO_HITS
     return tuple(np.concatenate(x) for x in zip(*blocks))
 
 

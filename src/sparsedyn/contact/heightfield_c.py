@@ -19,7 +19,7 @@ import numpy as np
 
 from ..kernels import c_routine
 
-__all__ = ["group_on_hfield_c"]
+__all__ = ["group_on_hfield_c", "NO_HITS"]
 
 SOURCE = r"""
 #include <math.h>
@@ -233,23 +233,23 @@ def group_on_hfield_c(grid, top, R, p, each, cut, table, features):
     :func:`~sparsedyn.contact.heightfield.points_on_hfield` finds them in the field's frame, in the
     world (``t`` (h,) each one's shape's position in ``near``, ``w_a`` on the pair's first shape and
     ``n`` towards it; where none is near, empty read-only arrays).  ``table = (rows (m, 16), their
-    address, {thread: its buffer})``: each shape's bounding sphere's centre (its frame) and radius, its
+    address, {thread: its call})``: each shape's bounding sphere's centre (its frame) and radius, its
     support coefficients (8), 1 where it has none, 1 where its pair's first shape is the field, its first
     feature and its features' count in ``features = (the table (N, 4), its address)`` (each a centre in
     its shape's frame and a radius); None without a C compiler."""
-    f = _routine()
-    if f is None:
-        return None
-    _, (nrow, ncol), at = grid
     m = len(each) - 1
-    buf, Rs, ps, cuts, o, (b, bR, bp, bo) = _scratch(table, m, len(features[0]))
+    got = table[2].get(threading.get_ident()) or _scratch(table, m, len(features[0]))
+    if got is None:
+        return None
+    f, buf, Rs, ps, cuts, o, (b, bR, bp, bo) = got
+    _, (nrow, ncol), at = grid
     R.take(each, 0, Rs)
     p.take(each, 0, ps)
     cuts[:] = cut
     h = f(m, b, bR, bp, table[1], nrow, ncol, at[0], at[1], at[2], at[3], top, features[1], bo)
     kept = int(buf[o])
     if not kept:
-        return _NONE_NEAR
+        return [], NO_HITS
     near = buf[o + 1:o + 1 + 5 * kept].reshape(-1, 5).astype(int).tolist()
     hits = buf[o + 1 + 5 * m:o + 1 + 5 * m + 11 * h].reshape(h, 11).copy()
     return [(x[0], tuple(x[1:])) for x in near], (hits[:, 0].astype(int), hits[:, 1], hits[:, 2:5], hits[:, 5:8],
@@ -257,31 +257,31 @@ def group_on_hfield_c(grid, top, R, p, each, cut, table, features):
 
 
 def _scratch(table, m, n):
-    """This thread's buffer for :func:`group_on_hfield_c`'s call of ``m`` shapes with ``n`` features in all,
-    made once per thread and kept in ``table``: ``(buffer, its views of the poses (m + 1, 3, 3), (m + 1,
-    3) and the cutoffs (m,), where the output starts, the addresses the routine takes)`` (one buffer:
-    its address read once)."""
-    held = table[2]
-    got = held.get(threading.get_ident())
-    if got is None:
-        o = 12 * (m + 1) + m
-        buf = np.empty(o + 1 + 5 * m + 11 * n)
-        b = buf.ctypes.data
-        got = held[threading.get_ident()] = (buf, buf[:9 * (m + 1)].reshape(m + 1, 3, 3),
+    """This thread's call of :func:`group_on_hfield_c` for ``m`` shapes with ``n`` features in all, made once
+    per thread and kept in ``table``: ``(the routine, its buffer, the buffer's views of the poses (m + 1, 3,
+    3), (m + 1, 3) and the cutoffs (m,), where the output starts, the addresses the routine takes)`` (one
+    buffer: its address read once); None without a C compiler."""
+    f = _routine()
+    if f is None:
+        return None
+    o = 12 * (m + 1) + m
+    buf = np.empty(o + 1 + 5 * m + 11 * n)
+    b = buf.ctypes.data
+    got = table[2][threading.get_ident()] = (f, buf, buf[:9 * (m + 1)].reshape(m + 1, 3, 3),
                                              buf[9 * (m + 1):12 * (m + 1)].reshape(m + 1, 3), buf[o - m:o], o,
                                              (b, b + 72 * (m + 1), b + 96 * (m + 1), b + 8 * o))
     return got
 
 
-def _none_near():
+def _no_hits():
     empty = (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3)))
     for x in empty:
         x.flags.writeable = False
-    return [], empty
+    return empty
 
 
-#: :func:`group_on_hfield_c`'s answer where no shape is near the field (read-only arrays, shared).
-_NONE_NEAR = _none_near()
+#: No hits, ``(t, d, w_a, w_b, n)`` of none: empty read-only arrays, shared by the answers that have none.
+NO_HITS = _no_hits()
 
 
 def field_grid(x, y, z, size):
