@@ -87,22 +87,22 @@ SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *
     near[k] = sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]) - sr[i] - sr[j] < cut[k];
     if (!near[k]) continue;
     const double top = cut[k] + slack;
-    if (kind[j] == SD_MB_BOX && !(sd_mb_sphere_gap(ci, sr[i], R + 9 * j, p + 3 * j, be + 3 * j) < top)) {
+    if (kind[j] == NB_BOX && !(nb_sphere_gap(ci, sr[i], R + 9 * j, p + 3 * j, be + 3 * j) < top)) {
       near[k] = 0; continue;
     }
-    if (kind[i] == SD_MB_BOX && !(sd_mb_sphere_gap(cj, sr[j], R + 9 * i, p + 3 * i, be + 3 * i) < top)) {
+    if (kind[i] == NB_BOX && !(nb_sphere_gap(cj, sr[j], R + 9 * i, p + 3 * i, be + 3 * i) < top)) {
       near[k] = 0; continue;
     }
     if (be[3 * i] == be[3 * i] && be[3 * j] == be[3 * j]) {
       double oi[3], oj[3];
       sd_mb_world(R + 9 * i, p + 3 * i, bc + 3 * i, oi);
       sd_mb_world(R + 9 * j, p + 3 * j, bc + 3 * j, oj);
-      near[k] = sd_mb_obb_gap(R + 9 * i, oi, be + 3 * i, R + 9 * j, oj, be + 3 * j) < top;
+      near[k] = nb_obb_gap(R + 9 * i, oi, be + 3 * i, R + 9 * j, oj, be + 3 * j) < top;
     }
-    if (near[k] && (kind[i] == SD_MB_CAPSULE || kind[j] == SD_MB_CAPSULE) && kind[i] != SD_MB_OTHER &&
-        kind[j] != SD_MB_OTHER) {                  /* a capsule and a shape of a support: its own gaps */
-      const long long c = kind[i] == SD_MB_CAPSULE ? i : j, o = c == i ? j : i;
-      near[k] = cg_capsule_gap(R + 9 * c, p + 3 * c, be + 3 * c, kind[o], R + 9 * o, p + 3 * o, be + 3 * o) < top;
+    if (near[k] && (kind[i] == NB_CAPSULE || kind[j] == NB_CAPSULE) && kind[i] != NB_OTHER &&
+        kind[j] != NB_OTHER) {                  /* a capsule and a shape of a support: its own gaps */
+      const long long c = kind[i] == NB_CAPSULE ? i : j, o = c == i ? j : i;
+      near[k] = nb_capsule_gap(R + 9 * c, p + 3 * c, be + 3 * c, kind[o], R + 9 * o, p + 3 * o, be + 3 * o) < top;
     }
   }
 }

@@ -2,11 +2,11 @@
 :mod:`~sparsedyn.contact.mesh_box_loop` compiles with its own (``sd_near_pairs``).  Each is a separating-axis
 gap (the projections' gap along an axis is a lower bound of the distance):
 
-* ``sd_mb_obb_gap``: two oriented boxes (a shape's bounding box in its frame), their six face normals and nine
+* ``nb_obb_gap``: two oriented boxes (a shape's bounding box in its frame), their six face normals and nine
   cross products of their edges (Gottschalk, Lin and Manocha, "OBBTree: a hierarchical structure for rapid
   interference detection", 1996);
-* ``sd_mb_sphere_gap``: a sphere's distance to a box;
-* ``cg_capsule_gap``: a capsule and a box, sphere, capsule, cylinder or ellipsoid, along two axes near the
+* ``nb_sphere_gap``: a sphere's distance to a box;
+* ``nb_capsule_gap``: a capsule and a box, sphere, capsule, cylinder or ellipsoid, along two axes near the
   closest pair's normal at little cost: from the other shape's origin to the capsule segment's point nearest
   it, and for an ellipsoid of semi-axes ``e`` its normal at the segment's point nearest its centre in its
   unit-sphere frame.  Along a unit axis ``n`` the gap is the capsule's lowest point less the other shape's
@@ -20,16 +20,16 @@ gap (the projections' gap along an axis is a lower bound of the distance):
 __all__ = ["NEAR_BOUNDS", "KIND_CODES"]
 
 #: The broad phase's code of each kind of shape whose support its bounding box gives (the C text's
-#: ``SD_MB_*``); any other kind is 0.
+#: ``NB_*``); any other kind is 0.
 KIND_CODES = {"box": 1, "sphere": 2, "capsule": 3, "cylinder": 4, "ellipsoid": 5}
 
 NEAR_BOUNDS = r"""
-static inline double cg_abs(double x) { return x < 0 ? -x : x; }
+static inline double nb_abs(double x) { return x < 0 ? -x : x; }
 
 /* The separating-axis gap of two oriented boxes (axes the columns of Ra, Rb; centres ca, cb; half extents ea, eb):
    the largest over the 15 axes of the projections' gap, a lower bound of their distance (-inf: none). */
-static double sd_mb_obb_gap(const double *Ra, const double *ca, const double *ea, const double *Rb, const double *cb,
-                            const double *eb)
+static double nb_obb_gap(const double *Ra, const double *ca, const double *ea, const double *Rb, const double *cb,
+                         const double *eb)
 {
   double a[3][3], b[3][3], T[3], best = -__builtin_inf();
   for (int i = 0; i < 3; i++) {
@@ -50,10 +50,10 @@ static double sd_mb_obb_gap(const double *Ra, const double *ca, const double *ea
     if (n2 < 1e-12) continue;                         /* parallel edges: a face axis holds that gap */
     double ra = 0.0, rb = 0.0;
     for (int i = 0; i < 3; i++) {
-      ra += ea[i] * cg_abs(L[0] * a[i][0] + L[1] * a[i][1] + L[2] * a[i][2]);
-      rb += eb[i] * cg_abs(L[0] * b[i][0] + L[1] * b[i][1] + L[2] * b[i][2]);
+      ra += ea[i] * nb_abs(L[0] * a[i][0] + L[1] * a[i][1] + L[2] * a[i][2]);
+      rb += eb[i] * nb_abs(L[0] * b[i][0] + L[1] * b[i][1] + L[2] * b[i][2]);
     }
-    double g = (cg_abs(L[0] * T[0] + L[1] * T[1] + L[2] * T[2]) - ra - rb) / sqrt(n2);
+    double g = (nb_abs(L[0] * T[0] + L[1] * T[1] + L[2] * T[2]) - ra - rb) / sqrt(n2);
     if (g > best) best = g;
   }
   return best;
@@ -61,40 +61,41 @@ static double sd_mb_obb_gap(const double *Ra, const double *ca, const double *ea
 
 /* The distance of a sphere (world centre c, radius r) from a box (axes the columns of Rb, centre pb, half
    extents e). */
-static double sd_mb_sphere_gap(const double *c, double r, const double *Rb, const double *pb, const double *e)
+static double nb_sphere_gap(const double *c, double r, const double *Rb, const double *pb, const double *e)
 {
   double out = 0.0, top = -__builtin_inf();
   for (int j = 0; j < 3; j++) {
     double x = Rb[j] * (c[0] - pb[0]) + Rb[3 + j] * (c[1] - pb[1]) + Rb[6 + j] * (c[2] - pb[2]);
-    double q = cg_abs(x) - e[j];
+    double q = nb_abs(x) - e[j];
     if (q > 0) out += q * q;
     if (q > top) top = q;
   }
   return sqrt(out) + (top < 0 ? top : 0.0) - r;
 }
+
 /* The kinds of the broad phase's table (KIND_CODES): a box (its bounding box exact), and the shapes whose
    support the bounding box's half extents e give (centred at the shape's origin). */
-enum { SD_MB_OTHER, SD_MB_BOX, SD_MB_SPHERE, SD_MB_CAPSULE, SD_MB_CYLINDER, SD_MB_ELLIPSOID };
+enum { NB_OTHER, NB_BOX, NB_SPHERE, NB_CAPSULE, NB_CYLINDER, NB_ELLIPSOID };
 
 /* How far a shape of kind `kind` (axes the columns of R, half extents e) reaches from its origin along the unit n. */
-static double cg_support(long long kind, const double *R, const double *e, const double *n)
+static double nb_support(long long kind, const double *R, const double *e, const double *n)
 {
   double c[3];
   for (int i = 0; i < 3; i++) c[i] = (R[i] * n[0] + R[3 + i] * n[1]) + R[6 + i] * n[2];      /* R^T n */
-  const double z = cg_abs(c[2]);
+  const double z = nb_abs(c[2]);
   switch (kind) {
-    case SD_MB_BOX: return (e[0] * cg_abs(c[0]) + e[1] * cg_abs(c[1])) + e[2] * z;
-    case SD_MB_SPHERE: return e[0];
-    case SD_MB_CAPSULE: return e[0] + (e[2] - e[0]) * z;
-    case SD_MB_CYLINDER: return e[0] * sqrt(1.0 - z * z < 0.0 ? 0.0 : 1.0 - z * z) + e[2] * z;
-    case SD_MB_ELLIPSOID:
+    case NB_BOX: return (e[0] * nb_abs(c[0]) + e[1] * nb_abs(c[1])) + e[2] * z;
+    case NB_SPHERE: return e[0];
+    case NB_CAPSULE: return e[0] + (e[2] - e[0]) * z;
+    case NB_CYLINDER: return e[0] * sqrt(1.0 - z * z < 0.0 ? 0.0 : 1.0 - z * z) + e[2] * z;
+    case NB_ELLIPSOID:
       return sqrt((e[0] * c[0] * e[0] * c[0] + e[1] * c[1] * e[1] * c[1]) + e[2] * c[2] * e[2] * c[2]);
   }
   return __builtin_inf();
 }
 
 /* The point of the segment a b nearest the origin into y. */
-static void cg_nearest(const double *a, const double *b, double *y)
+static void nb_nearest(const double *a, const double *b, double *y)
 {
   double u[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
   double uu = (u[0] * u[0] + u[1] * u[1]) + u[2] * u[2];
@@ -105,38 +106,38 @@ static void cg_nearest(const double *a, const double *b, double *y)
 
 /* The separating-axis gap along m (any length; -inf where zero) of a capsule (segment a b relative to the other
    shape's origin, radius rc) and the other shape (kind, R, e): a lower bound of their distance. */
-static double cg_axis_gap(const double *a, const double *b, double rc, long long kind, const double *R,
-                             const double *e, const double *m)
+static double nb_axis_gap(const double *a, const double *b, double rc, long long kind, const double *R,
+                          const double *e, const double *m)
 {
   double l = sqrt((m[0] * m[0] + m[1] * m[1]) + m[2] * m[2]);
   if (!(l > 0.0)) return -__builtin_inf();
   double n[3] = {m[0] / l, m[1] / l, m[2] / l};
   double pa = (n[0] * a[0] + n[1] * a[1]) + n[2] * a[2], pb = (n[0] * b[0] + n[1] * b[1]) + n[2] * b[2];
-  return ((pa < pb ? pa : pb) - rc) - cg_support(kind, R, e, n);
+  return ((pa < pb ? pa : pb) - rc) - nb_support(kind, R, e, n);
 }
 
 /* A lower bound of the distance of capsule c (pose Rc, pc; half extents ec: radius ec[0], its segment along its z
    axis, half length ec[2] - ec[0]) and shape o of a support kind: the separating-axis gaps along the line from o's
    origin to the segment's point nearest it and, for an ellipsoid, along its normal where the segment's point nearest
    its centre in its unit-sphere frame lies (the two axes nearest the closest pair's normal at little cost). */
-static double cg_capsule_gap(const double *Rc, const double *pc, const double *ec, long long kind, const double *Ro,
-                                const double *po, const double *eo)
+static double nb_capsule_gap(const double *Rc, const double *pc, const double *ec, long long kind, const double *Ro,
+                             const double *po, const double *eo)
 {
   const double h = ec[2] - ec[0];
   double a[3], b[3], y[3];
   for (int r = 0; r < 3; r++) a[r] = (pc[r] - po[r]) - h * Rc[3 * r + 2], b[r] = (pc[r] - po[r]) + h * Rc[3 * r + 2];
-  cg_nearest(a, b, y);
-  double best = cg_axis_gap(a, b, ec[0], kind, Ro, eo, y);
-  if (kind == SD_MB_ELLIPSOID) {
+  nb_nearest(a, b, y);
+  double best = nb_axis_gap(a, b, ec[0], kind, Ro, eo, y);
+  if (kind == NB_ELLIPSOID) {
     double as[3], bs[3], ys[3], m[3];
     for (int i = 0; i < 3; i++) {
       as[i] = ((Ro[i] * a[0] + Ro[3 + i] * a[1]) + Ro[6 + i] * a[2]) / eo[i];
       bs[i] = ((Ro[i] * b[0] + Ro[3 + i] * b[1]) + Ro[6 + i] * b[2]) / eo[i];
     }
-    cg_nearest(as, bs, ys);
+    nb_nearest(as, bs, ys);
     for (int i = 0; i < 3; i++) ys[i] /= eo[i];                       /* the normal in o's frame, then the world's */
     for (int r = 0; r < 3; r++) m[r] = (Ro[3 * r] * ys[0] + Ro[3 * r + 1] * ys[1]) + Ro[3 * r + 2] * ys[2];
-    double g = cg_axis_gap(a, b, ec[0], kind, Ro, eo, m);
+    double g = nb_axis_gap(a, b, ec[0], kind, Ro, eo, m);
     if (g > best) best = g;
   }
   return best;
