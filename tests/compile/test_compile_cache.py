@@ -270,9 +270,10 @@ def test_an_edit_of_the_c_prelude_changes_the_cache_keys(tmp_path, monkeypatch):
     from sparsedyn.kernels import fingerprints as kernels
     from sparsedyn.codegen import runtime
     pkg = Path(runtime.__file__).resolve().parents[1]
-    monkeypatch.setattr(runtime, "_source_hash", None)          # hashed now, from the files as they are
+    for cached in ("_source_hash", "_generator_id"):            # hashed now, from the files as they are
+        monkeypatch.setattr(runtime, cached, None)
     monkeypatch.setattr(kernels, "_sources", None)
-    here = (runtime._package_source_hash(), kernels.package_sources())
+    here = (runtime._package_source_hash(), kernels.package_sources(), runtime._generator())
     copy = tmp_path / "sparsedyn"
     shutil.copytree(pkg, copy, ignore=shutil.ignore_patterns("__pycache__"))
     prelude = copy / "codegen" / "prelude.h"
@@ -282,8 +283,50 @@ def test_an_edit_of_the_c_prelude_changes_the_cache_keys(tmp_path, monkeypatch):
     keys = []
     for edit in ("", "/* edited */\n"):
         prelude.write_text(prelude.read_text() + edit)
-        monkeypatch.setattr(runtime, "_source_hash", None)
+        for cached in ("_source_hash", "_generator_id"):
+            monkeypatch.setattr(runtime, cached, None)
         monkeypatch.setattr(kernels, "_sources", None)
-        keys.append((runtime._package_source_hash(), kernels.package_sources()))
+        keys.append((runtime._package_source_hash(), kernels.package_sources(), runtime._generator()))
     assert keys[0] == here
-    assert keys[1][0] != here[0] and keys[1][1] != here[1]
+    assert all(a != b for a, b in zip(keys[1], here))
+
+
+def test_an_edit_of_the_code_generator_builds_the_kernels_again(tmp_path, monkeypatch):
+    """A library is keyed by all it is compiled from: the programs' IR and the code generator that writes their
+    C (``codegen``'s modules and the C they paste in, :func:`~sparsedyn.codegen.runtime._generator`).
+    The same model compiled again after an edit of the generator (the same IR) builds a library of its own,
+    where it loaded the old one before; without the edit it is loaded from the cache."""
+    from sparsedyn.codegen import runtime
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(cache))
+    m = sd.serial_chain(4, name="generator")
+    q = np.linspace(-1.0, 1.0, 4)
+    assert sd.compile(m, kernels=("rnea",)).built == {"rnea-single": True}
+    assert sd.compile(m, kernels=("rnea",)).built == {"rnea-single": False}
+    first = libraries(cache)
+    monkeypatch.setattr(runtime, "_generator_id", runtime._generator() + " edited")     # as an edited one hashes
+    monkeypatch.setattr(runtime, "_source_hash", None)
+    k = sd.compile(m, kernels=("rnea",))
+    assert k.built == {"rnea-single": True}
+    assert len(libraries(cache)) == len(first) + 1 and set(first) < set(libraries(cache))
+    t = sd.rnea(m, q, q, q)
+    assert rel_err(k.rnea(q, q, q), t) < rounding_bound(4)
+
+
+def test_an_edit_of_the_prelude_builds_hand_written_c_again(tmp_path, monkeypatch):
+    """A hand-written C library (:func:`sparsedyn.kernels.c_library`) is keyed by the whole unit it compiles,
+    the kernels' prelude pasted before its source included: an edited prelude builds it again."""
+    from sparsedyn.codegen import cemit, native
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(cache))
+    source = "SD_EXPORT double sd_twice(double x) { return 2.0 * x; }\n"
+    built = []
+    for edit in ("", "", "/* edited */\n"):
+        monkeypatch.setattr(native, "_c_libraries", {})                # (once per process: a new process's call)
+        monkeypatch.setattr(cemit, "PRELUDE", cemit.PRELUDE + edit)
+        lib = native.c_library(source)
+        lib.sd_twice.restype, lib.sd_twice.argtypes = ctypes.c_double, [ctypes.c_double]
+        assert lib.sd_twice(1.25) == 2.5
+        built.append(libraries(cache))
+    assert len(built[0]) == 1 and built[1] == built[0]
+    assert len(built[2]) == 2 and set(built[0]) < set(built[2])

@@ -432,7 +432,7 @@ _c_libraries: dict = {}
 def c_library(source):
     """The registry's :func:`~sparsedyn.kernels.c_library`: the C translation unit ``source`` after
     the kernels' prelude, built by the kernels' compiler and flags into the build cache (keyed by the
-    source, the compiler and the target) and loaded, once per process; None without a compiler or
+    whole unit, the compiler and the target) and loaded, once per process; None without a compiler or
     where the build fails (the caller keeps its NumPy road)."""
     with _lock:
         if source in _c_libraries:
@@ -442,8 +442,9 @@ def c_library(source):
         if compiler is not None:
             import hashlib
             from .cemit import emit_unit
+            # keyed by the whole unit as compiled (the prelude and the tail pasted around the source), its key aside
             key = hashlib.sha256("\n".join(["hand-written", build.target(), compiler.ident, " ".join(compiler.flags),
-                                            source]).encode()).hexdigest()[:40]
+                                            emit_unit([source], key="0" * 40)]).encode()).hexdigest()[:40]
             try:
                 lib = build.build_library(key, [emit_unit([source], key=key)], compiler)[0]
             except (OSError, build.BuildError):

@@ -41,7 +41,7 @@ __all__ = ["KernelSet", "KernelInfo", "model_fingerprint", "find_compiler_or_war
 GENERATOR_VERSION = "16"
 
 _warned_no_compiler = set()
-_source_hash = None
+_source_hash = _generator_id = None
 
 
 #: Modules whose code the traced kernels run (plus this subpackage): their sources are part of
@@ -50,19 +50,33 @@ TRACED_MODULES = ("backend.py", "_checks.py", "kernels/*.py", "model/*.py", "alg
                   "sparse/*.py", "estimation/*.py", "constraints/*.py", "contact/*.py")
 
 
+def _files_hash(root, files, *more) -> str:
+    """SHA-256 of ``files`` (paths under ``root``, named relative to it, then their bytes) and the strings ``more``."""
+    h = hashlib.sha256()
+    for p in files:
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    h.update("\0".join(more).encode())
+    return h.hexdigest()
+
+
+def _generator() -> str:
+    """:data:`GENERATOR_VERSION` and the SHA-256 of ``sparsedyn.codegen``'s own files (the modules that write the C
+    and the C they paste in): part of every library key beside its programs' IR, so an edited generator rebuilds."""
+    global _generator_id
+    if _generator_id is None:
+        here = Path(__file__).resolve().parent
+        files = [p for x in ("*.py", "*.h", "*.c") for p in sorted(here.glob(x))]
+        _generator_id = f"{GENERATOR_VERSION} {_files_hash(here, files)}"
+    return _generator_id
+
+
 def _package_source_hash() -> str:
-    """SHA-256 of the sources of :data:`TRACED_MODULES` and of ``sparsedyn.codegen`` (its Python
-    modules and the C prelude, ``prelude.h``)."""
+    """SHA-256 of the sources of :data:`TRACED_MODULES` and of ``sparsedyn.codegen`` (:func:`_generator`)."""
     global _source_hash
     if _source_hash is None:
         root = Path(__file__).resolve().parents[1]
         files = [p for m in TRACED_MODULES for p in sorted(root.glob(m))]
-        here = Path(__file__).resolve().parent
-        files += sorted(here.glob("*.py")) + sorted(here.glob("*.h"))
-        h = hashlib.sha256()
-        for p in files:
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
-        _source_hash = h.hexdigest()
+        _source_hash = _files_hash(root, files, _generator())
     return _source_hash
 
 
@@ -71,10 +85,10 @@ _UNKEYED = frozenset(("lower", "upper", "velocity_limit", "effort_limit", "senso
 
 
 def model_fingerprint(model) -> str:
-    """SHA-256 over everything of ``model`` a kernel can depend on: every field (structure, joints,
-    transforms, inertias, gravity, frames, mimic and fixed joints, names: a frame or body may be
-    looked up by name), except limits, sensors and the world's inertia, which no kernel reads.  The encoding is the one of
-    owners' fingerprints (:func:`sparsedyn.kernels.feed`)."""
+    """SHA-256 over everything of ``model`` a kernel can depend on: every field (structure, joints, transforms,
+    inertias, gravity, frames, mimic and fixed joints, names: a frame or body may be looked up by name), except
+    limits, sensors and the world's inertia, which no kernel reads. The encoding is the one of owners' fingerprints
+    (:func:`sparsedyn.kernels.feed`)."""
     h = hashlib.sha256()
     for f in type(model).__dataclass_fields__:
         if f not in _UNKEYED:
@@ -102,9 +116,8 @@ class EntryPoints(NamedTuple):
 
 class KernelInfo:
     """What is known about one compiled kernel: ``flops`` (dict by kind, see
-    :meth:`~sparsedyn.symbolic.ir.Program.flops`), ``nodes`` (live IR nodes),
-    ``trace_seconds``; ``result_flops``: the flops of the outputs that are not
-    run-time checks (``None`` for kernels without checks)."""
+    :meth:`~sparsedyn.symbolic.ir.Program.flops`), ``nodes`` (live IR nodes), ``trace_seconds``; ``result_flops``:
+    the flops of the outputs that are not run-time checks (``None`` for kernels without checks)."""
 
     def __init__(self, name, flops, nodes, trace_seconds, result_flops=None):
         self.name, self.flops, self.nodes, self.trace_seconds = name, dict(flops), int(nodes), float(trace_seconds)
@@ -216,7 +229,7 @@ def _build_kernels(model, names, compiler, progress, variant="single", directory
         kinfo[name] = KernelInfo.of(name, p)
     checks = {s.name: _input_checks(model, s) for s in specs} if variant == "batch" else {}
     lkey = hashlib.sha256("\n".join(
-        ["library", variant, __version__, GENERATOR_VERSION, build.target(), compiler.ident, " ".join(compiler.flags)]
+        ["library", variant, __version__, _generator(), build.target(), compiler.ident, " ".join(compiler.flags)]
         + [n + " " + progs[n].digest() + repr(checks.get(n)) + " " + code_shape(progs[n], variant) for n in names]
     ).encode()).hexdigest()[:40]
 
@@ -372,9 +385,9 @@ class KernelSet:
         return single
 
     def _fast_kernel(self, single, kname, fallback, quaternions=False):
-        """A C fast-path callable for one state of ``kname`` (or ``None`` without the extension).
-        ``quaternions``: the fast path also checks the unit quaternions of the configuration inputs
-        (:func:`_input_checks`), leaving a state that fails to ``fallback``."""
+        """A C fast-path callable for one state of ``kname`` (or ``None`` without the extension). ``quaternions``: the
+        fast path also checks the unit quaternions of the configuration inputs (:func:`_input_checks`), leaving a
+        state that fails to ``fallback``."""
         fast = _fast_module(self._compiler) if self.compiled else None
         if fast is None:
             return None
@@ -386,10 +399,9 @@ class KernelSet:
                            (_checks.QUAT_TOL, groups) if groups else None)
 
     def entry_points(self, kname, group="main", batch=True) -> "EntryPoints":
-        """The C entry points of kernel ``kname`` (of library ``group``) for a caller that calls them
-        without Python, such as an XLA custom call (:mod:`.xla_ffi`): builds or loads its single-state
-        and (``batch``) vectorised batch libraries now; without ``batch``, ``EntryPoints.batch`` is 0
-        (batches run the loop entry)."""
+        """The C entry points of kernel ``kname`` (of library ``group``) for a caller that calls them without Python,
+        such as an XLA custom call (:mod:`.xla_ffi`): builds or loads its single-state and (``batch``) vectorised
+        batch libraries now; without ``batch``, ``EntryPoints.batch`` is 0 (batches run the loop entry)."""
         single = self._library(group, "single")
         vec = self._library(group, "batch") if batch else None
         spec = self._spec(kname)
@@ -406,10 +418,9 @@ class KernelSet:
         return self
 
     def _threads_for(self, kname, N):
-        """Threads for a batch of ``N`` states: at most ``self.threads``, and only as many as get about
-        5 ms of work each (estimated from the IR's flop count at 10 GFLOP/s): a fork-join over a short
-        batch costs more than it saves, and on a loaded machine a thread that is not scheduled stalls the
-        whole call for a time slice."""
+        """Threads for a batch of ``N`` states: at most ``self.threads``, and only as many as get about 5 ms of work
+        each (estimated from the IR's flop count at 10 GFLOP/s): a fork-join over a short batch costs more than it
+        saves, and on a loaded machine a thread that is not scheduled stalls the whole call for a time slice."""
         info = self.kernels.get(kname)
         flops = info.flops["total"] if info else 10000
         if info and "stages" in info.flops:          # an iterative kernel: assume 30 runs of its stages
