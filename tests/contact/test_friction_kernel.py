@@ -454,18 +454,20 @@ SOLO_SLIP_V = [-0.0005460349121745274, 6.03992662888756e-13, -4.749082122485855e
 
 @pytest.mark.parametrize("backend", ["numpy", "native"])
 def test_gauss_seidel_after_admm_stops_where_it_stalls(backend):
-    """solo12's feet beginning to slip (SOLO_SLIP_Q): ADMM's 1000 iterations leave the step above the
-    tolerance and Gauss-Seidel's sweeps creep (its residual falls by 4 % from sweep 500 to 1000, by 18 %
+    """solo12's feet beginning to slip (SOLO_SLIP_Q), at ``tol = 5e-9``: ADMM's 1000 iterations leave the step
+    above the tolerance and Gauss-Seidel's sweeps creep (its residual falls by 4 % from sweep 500 to 1000, by 18 %
     more over the next 9000: the whole budget, 11,008 iterations, before).  They stop after the first
     window of :data:`~sparsedyn.contact.gauss_seidel_rows.WINDOW` sweeps that does not halve it, with a
-    warning that gives the residuals; the answer they leave is within a few times the tolerance of each test
-    (twice it where the whole budget left 1.6 times it): contact velocities right to a nanometre a second."""
+    warning that gives the residuals; the answer they leave is within a few times 1e-8 of each test
+    (twice it where the whole budget left 1.6 times it): contact velocities right to a nanometre a second.
+    Not at the default 1e-8: the polishes' answers there are at 1.06 times it on the NumPy road, and a road's
+    rounding may bring them below it (the native road's does): a knife's edge, not a test."""
     from erd import solo12_on_floor
     from sparsedyn.contact.gauss_seidel_rows import WINDOW
     model, scene = solo12_on_floor()
     with sd.use_backend(backend, **({"deterministic": True} if backend == "native" else {})):
         with pytest.warns(ContactStepWarning, match="stopped after"):
-            s = sd.contact_step(model, SOLO_SLIP_Q, SOLO_SLIP_V, np.zeros(model.nv), scene, 2e-3)
+            s = sd.contact_step(model, SOLO_SLIP_Q, SOLO_SLIP_V, np.zeros(model.nv), scene, 2e-3, tol=5e-9)
     assert ADMM_BUDGET < s.iterations <= ADMM_BUDGET + 2 * WINDOW + 50
     imp = np.asarray(s.impulses)
     assert len(imp) == 8 and imp[:, 2].sum() > 0.0                      # the feet carry the robot

@@ -607,20 +607,6 @@ def test_a_polish_of_many_rows_runs_one_newton_step_a_stage_run():
     assert np.array_equal(second[lay.S["pz"]], lam) and second[lay.S["polishes"]][0] == 1.0
 
 
-def test_the_ratio_test_steps_to_the_first_closed_contact_that_opens():
-    """:func:`~sparsedyn.contact.friction_polish._ratio_test` by hand: from normal impulses ``(1, 2, 3)``
-    towards an answer ``(-1, 1, -9)`` (the first and third closed contacts made negative) the step
-    ``z + alpha (lam - z)`` stops at ``alpha = min(1 / (1 + 1), 3 / (3 + 9)) = 1/4``, where the third
-    reaches zero; a contact open in the iterate's modes is not a bound; no negative answer: the answer."""
-    z = np.array([[0.1, 0.0, 1.0], [0.0, 0.2, 2.0], [0.3, 0.0, 3.0]])
-    lam = np.array([[0.5, 0.0, -1.0], [0.0, 0.6, 1.0], [0.7, 0.0, -9.0]])
-    out = fp._ratio_test(z, lam, np.zeros(3))
-    assert np.allclose(out, z + 0.25 * (lam - z), rtol=0, atol=4 * EPS) and out[2, 2] == 0.0
-    out = fp._ratio_test(z, lam, np.array([0.0, 0.0, 1.0]))      # the third open: the first bounds (1/2)
-    assert np.allclose(out, z + 0.5 * (lam - z), rtol=0, atol=4 * EPS)
-    assert np.array_equal(fp._ratio_test(z, np.abs(lam), np.zeros(3)), np.abs(lam))
-
-
 def _landing_box(rotvec, spin, slide, fall):
     """The box tilted by ``rotvec`` with its lowest corner ``5e-8`` m above the floor (within
     ``TOUCHING_GAP``: no speculative term) and the others millimetres above (``gap / dt``), spinning at
@@ -640,7 +626,7 @@ def test_a_face_landing_flat_with_one_corner_touching_is_polished(rotvec, spin, 
     speculative ``gap / dt``) and the three others speculative: the targets of the four corners' normal
     rows are no rigid motion's (off by about ``5e-8 / dt``), so the mode system with all four closed has
     no solution, and its answer runs off along the corners' null space, negative at a diagonal pair.  The
-    polish steps to the first corner that opens (:func:`~sparsedyn.contact.friction_polish._ratio_test`)
+    polish steps to the first corner that opens (:func:`~sparsedyn.contact.polish_guess.ratio_test`)
     and the solve ends within a few rounds of polishes (before: 299 and 763 iterations), at Coulomb's law
     to the step's tolerance (no :class:`~sparsedyn.ContactStepWarning`)."""
     q, v = _landing_box(rotvec, spin, slide, fall)
@@ -854,3 +840,25 @@ def test_a_later_step_leaves_out_the_guesses_on_pairs_where_none_applies():
     inputs, stages, lay, K, S = box_polish_stage()
     S[lay.S["it"]], S[lay.S["tries"]], S[lay.S["pz"]] = 100.0, 1.0, np.ravel(squeeze[:4])
     assert float(stages[3](*inputs, K, S)[1]) != 8.0 and float(stages[11](*inputs, K, S)[1]) == 1.0
+
+
+def test_a_polish_squeezes_two_sticking_contacts_until_they_slide():
+    """Two contacts at one point of a unit point mass (``G = [[I, I], [I, I]]``: the same rows), free velocities
+    ``g = (+-s, 0, -v)``: no impulse zeroes both tangential velocities (their difference ``2 s`` is no velocity an
+    impulse changes), so from an iterate where both stick (as ADMM leaves them, 3e-9 m/s apart on the dm_control
+    humanoid) the mode system has no solution and its answer runs off along the squeeze.  The solution, by hand:
+    the normal impulses carry ``v`` (``u_n = l_n1 + l_n2 - v = 0``), and the squeeze stops where the contacts reach
+    their cones together (the same distance from them): ``lambda = (-v/2, 0, v/2), (v/2, 0, v/2)`` (``mu = 1``), each
+    sliding at ``u = (+-s, 0, 0)`` against its friction.  One Newton step reaches it and passes the stopping test;
+    the full step (``slips=0``: the cones no bound) puts both outside their cones and is rejected."""
+    v, s = 0.05, 1e-9
+    G2 = np.kron(np.ones((2, 2)), np.eye(3))
+    g = np.array([s, 0.0, -v, -s, 0.0, -v])
+    z = np.array([0.004, 0.0, v / 2, -0.004, 0.0, v / 2])
+    args = (G2, g, np.ones(2), z, 2.0, np.ones(2), v, 1.0, TOL)
+    lam, u, _, _, _, ok, conv = fp.polished(*args, steps=1)
+    expected = np.array([-v / 2, 0.0, v / 2, v / 2, 0.0, v / 2])
+    assert ok == 1.0 and conv == 1.0
+    assert np.allclose(lam, expected, rtol=0, atol=rounding_bound(6, 1.0 / fp.EPS) * v), lam - expected
+    assert np.allclose(u, [s, 0.0, 0.0, -s, 0.0, 0.0], rtol=0, atol=TOL * v), u
+    assert fp.polished(*args, steps=1, slips=0.0)[5] == 0.0

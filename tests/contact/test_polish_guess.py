@@ -14,7 +14,8 @@ from sparsedyn.contact import friction_polish as fp
 from sparsedyn.contact.friction import ContactStepWarning
 from sparsedyn.contact.friction_problem import ADMM_BUDGET
 from sparsedyn.contact.polish_guess import (ALONG, NEAR, NULL, PAIR, SLIP_ERROR, SWAP_SHARE, answer_closing_guess,
-                                            closing_guess, merge_guess, squeeze_guess, sticking_guess, swap_guess)
+                                            closing_guess, merge_guess, ratio_test, squeeze_guess, sticking_guess,
+                                            swap_guess)
 from sparsedyn.interop import example_robot_data_dir
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
@@ -496,3 +497,42 @@ def test_sticking_contacts_that_slip_along_the_null_space_are_squeezed_until_one
     along_y[1], along_y[4] = 1 / np.sqrt(2), -1 / np.sqrt(2)
     assert np.abs(G @ along_y).max() > 1e6 * NULL * gmax                   # a motion: a turn about z
     assert np.array_equal(squeeze_guess(Z, turn, mu, 1e-14, fp.STICK, mv, gmax), Z)
+
+def _ratio(z, lam, op, mu):
+    return ratio_test(z, lam, op, mu, fp.OPEN, fp.STICK)
+
+
+def test_the_ratio_test_steps_to_the_first_closed_contact_that_opens():
+    """:func:`~sparsedyn.contact.polish_guess.ratio_test` by hand: from normal impulses ``(1, 2, 3)``
+    towards an answer ``(-1, 1, -9)`` (the first and third closed contacts made negative) the step
+    ``z + alpha (lam - z)`` stops at ``alpha = min(1 / (1 + 1), 3 / (3 + 9)) = 1/4``, where the third
+    reaches zero; a contact open in the iterate's modes is not a bound; no negative answer: the answer (``mu = 1``:
+    the second's answer inside its cone, the others' friction no bound where their normal impulse turns negative)."""
+    z = np.array([[0.1, 0.0, 1.0], [0.0, 0.2, 2.0], [0.3, 0.0, 3.0]])
+    lam = np.array([[0.5, 0.0, -1.0], [0.0, 0.6, 1.0], [0.7, 0.0, -9.0]])
+    mu = np.ones(3)
+    out = _ratio(z, lam, np.zeros(3), mu)
+    assert np.allclose(out, z + 0.25 * (lam - z), rtol=0, atol=4 * EPS) and out[2, 2] == 0.0
+    out = _ratio(z, lam, np.array([0.0, 0.0, 1.0]), mu)           # the third open: the first bounds (1/2)
+    assert np.allclose(out, z + 0.5 * (lam - z), rtol=0, atol=4 * EPS)
+    assert np.array_equal(_ratio(z, np.abs(lam), np.zeros(3), mu), np.abs(lam))
+
+
+def test_the_ratio_test_steps_to_the_first_sticking_contact_that_reaches_its_cone():
+    """The friction's bound by hand, ``mu = 1/2``: from ``(0.3, 0, 1)`` (strictly inside its cone) towards
+    ``(0.3, 1.2, 1.4)`` (outside it) the step reaches the cone where ``0.09 + 1.44 a^2 = (1 + 0.4 a)^2 / 4``,
+    ``1.4 a^2 - 0.2 a - 0.16 = 0``: ``a = (0.2 + sqrt(0.936)) / 2.8``, and the friction there is on the cone.
+    Not a bound: a contact already on its cone (sliding), a frictionless one, one open in the iterate's modes,
+    or an answer inside the cone."""
+    z = np.array([[0.3, 0.0, 1.0], [0.5, 0.0, 1.0], [0.0, 0.0, 1.0], [0.3, 0.0, 1.0]])
+    lam = np.array([[0.3, 1.2, 1.4], [0.5, 0.9, 1.0], [0.0, 0.0, 2.0], [0.3, 1.2, 1.4]])
+    mu = np.array([0.5, 0.5, 0.0, 0.5])
+    alpha = (0.2 + np.sqrt(0.936)) / 2.8
+    out = _ratio(z[:1], lam[:1], np.zeros(1), mu[:1])
+    assert np.allclose(out, z[:1] + alpha * (lam[:1] - z[:1]), rtol=0, atol=4 * EPS)
+    assert abs(np.hypot(*out[0, :2]) - 0.5 * out[0, 2]) <= 8 * EPS
+    for k in (1, 2):                                               # on its cone; frictionless
+        assert np.array_equal(_ratio(z[k:k + 1], lam[k:k + 1], np.zeros(1), mu[k:k + 1]), lam[k:k + 1])
+    assert np.array_equal(_ratio(z[3:], lam[3:], np.ones(1), mu[3:]), lam[3:])           # open
+    inside = np.array([[0.3, 0.1, 1.4]])
+    assert np.array_equal(_ratio(z[:1], inside, np.zeros(1), mu[:1]), inside)

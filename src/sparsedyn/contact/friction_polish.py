@@ -36,9 +36,11 @@ matrix (not symmetric: its inverse from its normal equations), so each solve is 
 system, not a fixed-point iteration.  The solves (:func:`solves`) are the iterated Tikhonov
 regularisation: the error along an eigenvalue ``sigma`` shrinks by ``eps / (sigma + eps)`` a solve;
 ``G`` is singular on a redundant set, a box's four corners, and its null space is left alone: from zero the
-answer is the least-norm one; a warm start's first polish takes the one nearest the warm start, the last step's
-split carried on (talos fallen onto a box, sticking: the least-norm split put friction on lightly loaded corners,
-outside their cones, and each warm round failed); the others the least-norm one, which no path moves.  A
+answer is the least-norm one, which a round's first step from ADMM's iterate takes; a warm start's first polish
+takes the one nearest the warm start, the last step's split carried on (talos fallen onto a box, sticking: the
+least-norm split put friction on lightly loaded corners, outside their cones, and each warm round failed), and a
+round's later step the one nearest its own iterate, the last answer's split carried on (the dm_control humanoid's
+400-step rollouts: the least-norm split of each step undid the last step's, 17 % more iterations).  A
 sliding contact's friction is then ``mu lambda_n`` along the answer's new direction.  A polish
 takes one or two such steps (:func:`newton_steps`), each from the modes and directions of the last
 answer (near the answer: from its impulses before that pull onto the circle, :func:`polish`); the
@@ -68,8 +70,12 @@ a step costs the reading of its code more than its arithmetic: the polish stage 
 Two more rules move the modes between the steps of a round.  A mode system with no solution (its residual stays
 above the stopping test's velocity tolerance through the solves: a redundant set whose targets no rigid motion
 meets, a box's four corners with one touching and the others speculative) runs off along ``G``'s null space, making
-a diagonal pair of corners negative: its answer is taken only as far as the first closed contact that opens
-(:func:`_ratio_test`), not to the end, which opens both.  And an answer's sliding contact whose velocity moves along
+a diagonal pair of corners negative, or squeezes two sticking contacts (two of the humanoid's, slipping apart),
+putting one outside its cone: its answer is taken only as far as the first closed contact that opens or, after
+ADMM's iterations, the first sticking one that reaches its cone (:func:`~sparsedyn.contact.polish_guess.ratio_test`),
+not to the end (in a warm start's round the modes change wholesale, a foot rocking from one capsule onto the other,
+which the full step and the cones' projection find in one or two polishes, the cone's bound in more than the round's
+budget).  And an answer's sliding contact whose velocity moves along
 its friction (Coulomb's law wants it opposite; within 60 degrees: across it, Newton's next step turns the direction)
 is guessed sticking for the next step (:func:`~sparsedyn.contact.polish_guess.sticking_guess`): the answer's projection
 puts a sliding contact back on its cone's circle, so without it no sliding contact would ever stick again.
@@ -91,7 +97,7 @@ from .friction_linalg import Slots, _low_rank_factor, _lower_inverse, _mm, _mv, 
 from .friction_problem import _TINY, STICKING_SLIP, _abs, _norms, _relu, _step, _vmax
 from .friction_residuals import _converged, _residuals, _scales, project_cone
 from .polish_guess import (answer_closing_guess, answer_error, closing_guess, merge_guess, pairs_apart,
-                           pairs_guessed, squeeze_guess, sticking_guess, swap_guess)
+                           pairs_guessed, ratio_test, squeeze_guess, sticking_guess, swap_guess)
 
 __all__ = []
 
@@ -253,9 +259,10 @@ def _dense_system(G, Rt, d, mus, sl):
 
 def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=None, Z=None, residual=False):
     """``(lambda, slide, open)`` (``residual``: and the largest residual of the system before its last
-    solve, which stays where the system has no solution: :func:`_ratio_test`): the solution (m,) of the
-    mode system of the iterate ``z`` (m,) (the module docstring) in the contact axes, before the cones,
-    and which contacts (nc,) slide and are open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the size of ``G``'s largest eigenvalue,
+    solve, which stays where the system has no solution: :func:`~sparsedyn.contact.polish_guess.ratio_test`): the
+    solution (m,) of the mode system of the iterate ``z`` (m,) (the module docstring) in the contact axes, before
+    the cones, and which contacts (nc,) slide and are open: ``G`` (m, m), ``g`` (m,), ``mu`` (nc,), ``scale`` the
+    size of ``G``'s largest eigenvalue,
     ``active`` (nc,) 1 where a contact has rows in ``G``, ``direction`` (nc, 2) the sliding directions
     where given (else the friction of each contact's local problem at ``z``), ``start`` (m,) where
     given: the answer nearest to it (else the least-norm one); ``slots``: the slots in use
@@ -325,14 +332,16 @@ def mode_solution(G, g, mu, z, scale, active, direction=None, start=None, slots=
 
 
 def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, steps=None, Z=None, vtol=None,
-           newton=False):
+           newton=False, slips=1.0):
     """The impulses (m,) of the mode system of the iterate ``z`` (:func:`mode_solution`, the same
     arguments) on the cones: a sliding contact's friction ``mu lambda_n`` along the solution's new
     direction (onto the cone's circle at ``lambda_n``: the nearest point of the cone would raise
     ``lambda_n`` by the step across ``theta``), an open contact's impulse zero exactly (rounding stays
     nowhere: its rows are held at 0), then the projection onto the cones.  ``steps``: Newton's steps
     (None: :func:`newton_steps`); ``vtol`` [m/s]: where given, a mode system whose residual stays above it
-    (no solution at these modes) steps only to the first contact it opens (:func:`_ratio_test`).
+    (no solution at these modes) steps only to the first contact it opens or, where ``slips`` is 1, that reaches its
+    cone (:func:`~sparsedyn.contact.polish_guess.ratio_test`); each step after the first solves for the answer
+    nearest its own iterate.
     ``newton``: also Newton's next iterate (m,), the same but for a sliding contact's friction, left as the
     system solved it: off the circle by the second order of its turn ``alpha``, ``(1 / cos alpha - 1) mu
     lambda_n``, and the system's answer itself (m,) (every closed contact as solved: :func:`_next_start`).
@@ -345,46 +354,29 @@ def polish(G, g, mu, z, scale, active, direction=None, start=None, slots=None, s
         lam, slide, op, left = mode_solution(G, g, mu, z, scale, active, direction, start, slots, Z, True)
         lam = lam.reshape(nc, 3)
         if vtol is not None:
-            lam = lam + _step(left - vtol) * (_ratio_test(z.reshape(nc, 3), lam, op) - lam)
+            lam = lam + _step(left - vtol) * (ratio_test(z.reshape(nc, 3), lam, op, mu, OPEN, STICK, slips) - lam)
         t, n = lam[:, :2], lam[:, 2]
         f = slide * mu * n / (_norms(t) + _TINY) + (1.0 - slide)
         out = project_cone(np.concatenate([t * f[:, None], n[:, None]], 1) * (1.0 - op)[:, None], mu)
         # Newton's next step from the system's answer, not from the circle (the docstring)
         raw = lam * (1.0 - op)[:, None]
         z = (out + (slide * _step(n))[:, None] * (raw - out)).reshape(3 * nc)
-        direction = None
+        direction, start = None, z
     out = out.reshape(3 * nc)
     return (out, z, raw.reshape(3 * nc)) if newton else out
 
 
-def _ratio_test(z, lam, op):
-    """The step from the iterate ``z`` (nc, 3) towards the mode system's answer ``lam`` (nc, 3) as far as the
-    first contact closed in ``z``'s modes (``op`` (nc,) 0) whose normal impulse the answer makes negative
-    reaches zero (an active-set method's ratio test), ``lam`` itself where none does.
-
-    For a mode system with no solution: a redundant set (a box's four corners on a plane) whose targets
-    ``g_n`` no rigid motion meets (one corner within ``TOUCHING_GAP`` of the plane, without the
-    speculative ``gap / dt`` of the others: go1's trunk landing flat on it).  Its regularised answer runs
-    off along ``G``'s null space (by ``1 / EPS`` of the inconsistency a solve), which makes a diagonal
-    pair of corners negative; the solution has one corner open, the first that this direction opens
-    (the full step opens both, and the next polishes stall with the other diagonal)."""
-    zn, ln = z[:, 2], lam[:, 2]
-    cut = (1.0 - op) * (1.0 - _step(ln)) * _step(zn - OPEN * _vmax(_abs(z)))
-    ratio = cut * zn / (zn - ln + (1.0 - cut)) + (1.0 - cut)
-    alpha = 1.0 - _vmax(1.0 - ratio)
-    return z + alpha * (lam - z)
-
-
 def polished(G, g, mu, z, scale, active, gmax, dmax, tol, direction=None, start=None, slots=None, steps=None,
-             Z=None, newton=False):
+             Z=None, newton=False, slips=1.0):
     """``(lambda, u, res, ls, vs, ok, conv)``: :func:`polish`'s impulses of ``z``, their velocities
     ``G lambda + g``, Coulomb's law's residuals, their scales, the stopping test ``ok`` and the test
     (1: accepted): the stopping test and :func:`opposed` at ``tol vs``; ``newton``: and Newton's next iterate
     (:func:`polish`), the round's progress (:func:`polish_stage`: Coulomb's largest residual relative to its test,
     of the answer's impulses at the next iterate's velocities, without the pull onto the circle, which the next
-    step undoes: the residual of the directions and modes) and the system's answer (:func:`polish`)."""
+    step undoes: the residual of the directions and modes) and the system's answer (:func:`polish`); ``slips``
+    as :func:`polish`'s."""
     nc = mu.shape[0]
-    lam, nxt, raw = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax, True)
+    lam, nxt, raw = polish(G, g, mu, z, scale, active, direction, start, slots, steps, Z, tol * gmax, True, slips)
     u = _mv_sym(G, lam, None if slots is None else slots.mm(3, 3)) + g
     res = _residuals(lam.reshape(nc, 3), lam.reshape(nc, 3), u.reshape(nc, 3), mu)
     ls, vs = _scales(lam, gmax, dmax)
@@ -440,11 +432,12 @@ def polish_stage(lay, *X, start=None, pairs=True):
     pairs = pairs or not pairs_apart(lay.nc)                  # (few contacts: the guesses on pairs in this step)
     z, out, need = _closing(G, K["g"], mu, z, lay, lay.slots(K), warm, 1.0 - fresh, S["out"],
                             merges(S["rounds"][0], warm), pairs)
-    # from ADMM's iterate, then the last answer; a warm start's first polish: the answer nearest it (module docstring)
+    # from ADMM's iterate, then the last answer; a warm start's first polish: the answer nearest it, a later step's:
+    # nearest its iterate; a warm start's round steps past a sticking contact's cone (module docstring)
     lam, u, res, ls, vs, ok, conv, nxt, rn, raw = polished(
         G, K["g"], mu, z, S["lmax"][0], active_contacts(G, lay.normal), K["gmax"][0], K["dmax"][0], tol,
-        start=warm * fresh * S["z"], slots=lay.slots(K), steps=1, Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None,
-        newton=True)
+        start=warm * fresh * S["z"] + (1.0 - fresh) * z, slots=lay.slots(K), steps=1,
+        Z=K["Z"].reshape(m, lay.nv) if lay.low_rank else None, newton=True, slips=1.0 - warm)
     tries, it = S["tries"][0] + 1.0, S["it"][0]
     # the answer in the last answer's modes: the round's steps are Newton's on the sliding directions
     codes = [mode_codes(x, mu, G, lay.normal) for x in (lam, S["pz"])]

@@ -71,7 +71,7 @@ from .. import backend as bk
 from .friction_problem import _TINY, _abs, _norms, _relu, _step, _vmax
 
 __all__ = ["closing_guess", "answer_closing_guess", "swap_guess", "merge_guess", "answer_error", "pairs_guessed",
-           "sticking_guess", "squeeze_guess", "pairs_apart", "PAIRS_APART"]
+           "sticking_guess", "squeeze_guess", "ratio_test", "pairs_apart", "PAIRS_APART"]
 
 
 #: An open contact that closes is guessed sliding only where its slip is more than this many times the
@@ -381,3 +381,36 @@ def squeeze_guess(Z, u, mu, err, stick, mv, gmax):
     apply = _step(r - _TINY) * _step(NULL * gmax - _vmax(_abs(mv(d.reshape(-1)))))
     s = apply / (r + (1.0 - apply))
     return Z + s * d
+
+
+def ratio_test(z, lam, op, mu, open_, stick, slips=1.0):
+    """The step from the iterate ``z`` (nc, 3) towards the mode system's answer ``lam`` (nc, 3) as far as the first
+    contact closed in ``z``'s modes (``op`` (nc,) 0) whose normal impulse the answer makes negative reaches zero
+    (``open_`` the polish's ``OPEN``), or, where ``slips`` is 1, whose friction, strictly inside its cone in ``z``
+    (``mu`` (nc,), ``stick`` the polish's ``STICK``), the answer puts outside it with a positive normal impulse
+    reaches the cone (an active-set method's ratio test); ``lam`` itself where none does.  Traced values or floats.
+
+    For a mode system with no solution, whose regularised answer runs off along ``G``'s null space (by ``1 / EPS``
+    of the inconsistency a solve).  A redundant set (a box's four corners on a plane) whose targets ``g_n`` no rigid
+    motion meets (one corner within ``TOUCHING_GAP`` of the plane, without the speculative ``gap / dt`` of the
+    others: go1's trunk landing flat on it): the answer makes a diagonal pair of corners negative, and the
+    solution has one corner open, the first that this direction opens (the full step opens both, and the next
+    polishes stall with the other diagonal).  Two sticking contacts whose tangential velocities no impulse zeroes
+    together (the dm_control humanoid lying on the floor: two of its contacts slipping +-5.9e-9 m/s, seven times
+    the complementarity's test): the answer squeezes them along their internal friction, and the solution has the
+    first that reaches its cone sliding at that slip (the full step puts one far outside its cone, and projected the
+    answer's residual was 1e7 times the test: rejected rounds until Gauss-Seidel's budget ran out)."""
+    zn, ln = z[:, 2], lam[:, 2]
+    cut = (1.0 - op) * (1.0 - _step(ln)) * _step(zn - open_ * _vmax(_abs(z)))
+    ratio = cut * zn / (cut * (zn - ln) + (1.0 - cut)) + (1.0 - cut)
+    # the friction's root of |t + a dt|^2 = (mu (n + a dn))^2 in (0, 1), from its value c < 0 at a = 0 and > 0
+    # at a = 1: 2 c / (-b - sqrt(b^2 - 4 a c)), whatever the sign of a (no cancellation)
+    t, dt, dn = z[:, :2], lam[:, :2] - z[:, :2], ln - zn
+    c = np.sum(t * t, 1) - mu * mu * zn * zn
+    a = np.sum(dt * dt, 1) - mu * mu * dn * dn
+    b = 2.0 * (np.sum(t * dt, 1) - mu * mu * zn * dn)
+    inside = (1.0 - op) * _step(mu - _TINY) * (1.0 - _step(_norms(t) - (1.0 - stick) * mu * zn))
+    cone = slips * inside * _step(ln) * (1.0 - _step(mu * ln - _norms(lam[:, :2])))
+    root = 2.0 * c / (cone * (-b - bk.sqrt(_relu(b * b - 4.0 * a * c))) + (cone - 1.0))
+    alpha = 1.0 - _vmax(np.concatenate([1.0 - ratio, cone * (1.0 - root)]))
+    return z + alpha * (lam - z)
