@@ -372,12 +372,10 @@ def squeeze_guess(Z, u, mu, err, stick, mv, gmax):
     size = bk.sqrt(np.sum(d * d))
     d = d / (size + _TINY)
     a, b = d[:, :2], d[:, 2]
-    # the first s > 0 with |t + s a| = mu (n + s b), A s^2 + B s + C = 0 (C < 0 inside): the largest 1 / s
-    A = a[:, 0] * a[:, 0] + a[:, 1] * a[:, 1] - mu * mu * b * b
-    B = 2.0 * (t[:, 0] * a[:, 0] + t[:, 1] * a[:, 1] - mu * mu * n * b)
-    C = t[:, 0] * t[:, 0] + t[:, 1] * t[:, 1] - mu * mu * n * n
+    # the first s > 0 with |t + s a| = mu (n + s b) (C < 0 inside): the largest 1 / s
+    A, B, C, root = _cone_crossing(t, n, a, b, mu)
     crosses = slips * _step(A - _TINY)
-    r = _vmax(crosses * (B + bk.sqrt(_relu(B * B - 4.0 * A * C))) / (-2.0 * crosses * C + (1.0 - crosses) + _TINY))
+    r = _vmax(crosses * (B + root) / (-2.0 * crosses * C + (1.0 - crosses) + _TINY))
     apply = _step(r - _TINY) * _step(NULL * gmax - _vmax(_abs(mv(d.reshape(-1)))))
     s = apply / (r + (1.0 - apply))
     return Z + s * d
@@ -403,14 +401,22 @@ def ratio_test(z, lam, op, mu, open_, stick, slips=1.0):
     zn, ln = z[:, 2], lam[:, 2]
     cut = (1.0 - op) * (1.0 - _step(ln)) * _step(zn - open_ * _vmax(_abs(z)))
     ratio = cut * zn / (cut * (zn - ln) + (1.0 - cut)) + (1.0 - cut)
-    # the friction's root of |t + a dt|^2 = (mu (n + a dn))^2 in (0, 1), from its value c < 0 at a = 0 and > 0
-    # at a = 1: 2 c / (-b - sqrt(b^2 - 4 a c)), whatever the sign of a (no cancellation)
-    t, dt, dn = z[:, :2], lam[:, :2] - z[:, :2], ln - zn
-    c = np.sum(t * t, 1) - mu * mu * zn * zn
-    a = np.sum(dt * dt, 1) - mu * mu * dn * dn
-    b = 2.0 * (np.sum(t * dt, 1) - mu * mu * zn * dn)
+    # the friction's root in (0, 1), from its value c < 0 at a = 0 and > 0 at a = 1: 2 c / (-b - sqrt(b^2 - 4 a c)),
+    # whatever the sign of a (no cancellation)
+    t = z[:, :2]
+    _, b, c, disc = _cone_crossing(t, zn, lam[:, :2] - t, ln - zn, mu)
     inside = (1.0 - op) * _step(mu - _TINY) * (1.0 - _step(_norms(t) - (1.0 - stick) * mu * zn))
     cone = slips * inside * _step(ln) * (1.0 - _step(mu * ln - _norms(lam[:, :2])))
-    root = 2.0 * c / (cone * (-b - bk.sqrt(_relu(b * b - 4.0 * a * c))) + (cone - 1.0))
+    root = 2.0 * c / (cone * (-b - disc) + (cone - 1.0))
     alpha = 1.0 - _vmax(np.concatenate([1.0 - ratio, cone * (1.0 - root)]))
     return z + alpha * (lam - z)
+
+
+def _cone_crossing(t, n, dt, dn, mu):
+    """``(A, B, C, sqrt(B^2 - 4 A C))`` (nc,) of the quadratic ``A s^2 + B s + C = 0`` where impulses of tangential
+    part ``t + s dt`` (nc, 2) and normal ``n + s dn`` (nc,) reach their cones at ``mu`` (nc,), ``|t + s dt| = mu (n + s
+    dn)`` (the root 0 where the discriminant is negative)."""
+    A = dt[:, 0] * dt[:, 0] + dt[:, 1] * dt[:, 1] - mu * mu * dn * dn
+    B = 2.0 * (t[:, 0] * dt[:, 0] + t[:, 1] * dt[:, 1] - mu * mu * n * dn)
+    C = t[:, 0] * t[:, 0] + t[:, 1] * t[:, 1] - mu * mu * n * n
+    return A, B, C, bk.sqrt(_relu(B * B - 4.0 * A * C))
