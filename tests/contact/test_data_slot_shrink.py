@@ -1,5 +1,5 @@
 """A scene's count of data slots follows its contacts down as well as up
-(sparsedyn.contact.data_slots.data_slot_count: doubled at once where a step's contacts do not fit,
+(sparsedyn.contact.data_slots.data_slot_count: grown at once where a step's contacts do not fit,
 shrunk once SHRINK_AFTER single steps in a row fit in fewer), and a return to a count already built
 builds nothing: the kernels and the fused road's plans of each count are kept."""
 
@@ -8,7 +8,8 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.codegen import native
-from sparsedyn.contact.data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slot_count, data_slots_used
+from sparsedyn.contact.data_slots import (MIN_DATA_SLOTS, SHRINK_AFTER, data_slot_count, data_slots_used, least_data_slots,
+                                          least_slots)
 from tests.conftest import dm_control_humanoid
 from tests.contact.test_data_slots import _lying, _standing, _stairs
 
@@ -20,29 +21,38 @@ def humanoid():
     return dm_control_humanoid()
 
 
-def test_the_count_doubles_at_once_and_shrinks_after_the_rules_steps(humanoid):
+def test_the_least_count_is_a_power_of_two_or_three_quarters_of_one():
+    """The counts 8, 12, 16, 24, 32, 48, 64: the least of ``2^k`` and ``3 * 2^(k-2)`` holding the contacts."""
+    nc = [0, 1, 8, 9, 12, 13, 16, 17, 24, 25, 32, 33, 48, 49, 64]
+    want = [8, 8, 8, 12, 12, 16, 16, 24, 24, 32, 32, 48, 48, 64, 64]
+    assert [least_slots(n) for n in nc] == want
+    assert least_data_slots(nc).tolist() == want
+    assert least_data_slots([5, 20, 9]).tolist() == [8, 24, 12]
+
+
+def test_the_count_grows_at_once_and_shrinks_after_the_rules_steps(humanoid):
     scene = sd.Scene(humanoid)
     assert data_slot_count(scene, 0) == 0
-    assert data_slot_count(scene, 3) == MIN_DATA_SLOTS
-    assert data_slot_count(scene, 4 * MIN_DATA_SLOTS - 1) == 4 * MIN_DATA_SLOTS            # at once, 8 -> 32
-    # steps that fit in 8 and in 16 slots: after SHRINK_AFTER of them, the least count holding them all
+    assert data_slot_count(scene, 3) == MIN_DATA_SLOTS == 8
+    assert data_slot_count(scene, 31) == 32                              # at once, 8 -> 32
+    # steps that fit in 8 and in 12 slots: after SHRINK_AFTER of them, the least count holding them all
     for k in range(SHRINK_AFTER - 1):
-        assert data_slot_count(scene, MIN_DATA_SLOTS + 1 if k == 3 else 2) == 4 * MIN_DATA_SLOTS
-    assert data_slot_count(scene, 2) == 2 * MIN_DATA_SLOTS
+        assert data_slot_count(scene, 9 if k == 3 else 2) == 32
+    assert data_slot_count(scene, 2) == 12
     # a step that needs the count breaks the run: SHRINK_AFTER more steps before it shrinks
     for k in range(SHRINK_AFTER - 1):
         data_slot_count(scene, 2)
-    assert data_slot_count(scene, 2 * MIN_DATA_SLOTS) == 2 * MIN_DATA_SLOTS
+    assert data_slot_count(scene, 12) == 12
     for k in range(SHRINK_AFTER - 1):
-        assert data_slot_count(scene, 2) == 2 * MIN_DATA_SLOTS
+        assert data_slot_count(scene, 2) == 12
     # a batch's count (step=False) grows it but counts no step of the run
-    assert data_slot_count(scene, 2, False) == 2 * MIN_DATA_SLOTS
-    assert data_slot_count(scene, 2) == MIN_DATA_SLOTS
-    assert data_slot_count(scene, 0) == MIN_DATA_SLOTS                   # never below the least
+    assert data_slot_count(scene, 2, False) == 12
+    assert data_slot_count(scene, 2) == 8
+    assert data_slot_count(scene, 0) == 8                                # never below the least
     # the native roads' counts, told after their steps, run the same rule
-    assert data_slot_count(scene, 3 * MIN_DATA_SLOTS, False) == 4 * MIN_DATA_SLOTS
-    assert data_slots_used(scene, [5] * (SHRINK_AFTER - 1)) == 4 * MIN_DATA_SLOTS
-    assert data_slots_used(scene, [5, 5]) == MIN_DATA_SLOTS
+    assert data_slot_count(scene, 17, False) == 24
+    assert data_slots_used(scene, [5] * (SHRINK_AFTER - 1)) == 24
+    assert data_slots_used(scene, [5, 5]) == 8
 
 
 def _builds(model):
@@ -95,9 +105,10 @@ def test_a_humanoid_lying_then_standing_steps_in_the_least_count_again_with_no_n
 def test_a_rollout_whose_contacts_drop_comes_back_to_the_least_count():
     """A rollout from the humanoid lying on the floor, then one from it standing, in the same scene (the
     default, native road: the steps in chains of native calls): the first runs in 16 slots, the second
-    shrinks to 8 within 2 SHRINK_AFTER steps (a chain's steps are counted when it returns) and its last
-    steps equal bit for bit those of a rollout from the same state in a fresh scene (8 slots all
-    along) once both count 8: the same kernel from the same state and warm start."""
+    shrinks to 8 within 3 SHRINK_AFTER steps (through 12: the run of steps that fit in fewer slots began
+    with the lying rollout's last steps, 9 and 10 contacts; a chain's steps are counted when it returns) and its last steps equal bit for bit those
+    of a rollout from the same state in a fresh scene (8 slots all along) once both count 8: the same
+    kernel from the same state and warm start."""
     model = dm_control_humanoid()
     scene = sd.Scene(model)
     lying = _lying(model)
@@ -106,9 +117,9 @@ def test_a_rollout_whose_contacts_drop_comes_back_to_the_least_count():
         sd.rollout(model, lying, v, tau, scene, DT, 4)
         assert scene.cache["data_slot_count"] == 2 * MIN_DATA_SLOTS
         standing = _standing(scene)
-        r = sd.rollout(model, standing, v, tau, scene, DT, 3 * SHRINK_AFTER)
-        assert max(len(x) for x in r.impulses) <= MIN_DATA_SLOTS
+        r = sd.rollout(model, standing, v, tau, scene, DT, 4 * SHRINK_AFTER)
         assert scene.cache["data_slot_count"] == MIN_DATA_SLOTS
-        k = 2 * SHRINK_AFTER                       # (counted 8 from here at the latest)
+        k = 3 * SHRINK_AFTER                       # (counted 8 from here at the latest)
+        assert max(len(x) for x in r.impulses[k - SHRINK_AFTER:]) <= MIN_DATA_SLOTS
         again = sd.rollout(model, r.q[k], r.v[k], tau, sd.Scene(model), DT, SHRINK_AFTER, warm_start=r.impulses[k - 1])
     assert np.array_equal(again.q, r.q[k:]) and np.array_equal(again.v, r.v[k:])

@@ -11,7 +11,7 @@ import pytest
 import sparsedyn as sd
 import sparsedyn.contact.friction as friction
 from sparsedyn.contact.collision import collide_within
-from sparsedyn.contact.data_slots import MIN_DATA_SLOTS, _rows, data_slot_count, runs_per_body
+from sparsedyn.contact.data_slots import MIN_DATA_SLOTS, _rows, data_slot_count, least_slots, runs_per_body
 from sparsedyn.contact.friction_kernel import RHO_START
 from sparsedyn.contact.friction_problem import (ADMM_BUDGET, DATA_SLOT, ContactSlots, contact_data, contact_slots,
                                                 plane_basis, problem_of, slot_weights)
@@ -174,13 +174,14 @@ def test_a_batch_runs_each_state_in_the_least_slots_that_hold_it_as_its_single_s
         assert int(batch.iterations[i]) == int(one.iterations)
 
 
-def test_the_slot_count_starts_at_its_least_and_doubles_only_when_the_contacts_outgrow_it():
+def test_the_slot_count_starts_at_its_least_and_grows_only_when_the_contacts_outgrow_it():
     scene = sd.Scene(dm_control_humanoid())
     assert data_slot_count(scene, 0) == 0
-    assert data_slot_count(scene, 3) == MIN_DATA_SLOTS
-    assert data_slot_count(scene, MIN_DATA_SLOTS) == MIN_DATA_SLOTS
-    assert data_slot_count(scene, 2) == MIN_DATA_SLOTS                       # it never shrinks
-    assert data_slot_count(scene, MIN_DATA_SLOTS + 1) == 2 * MIN_DATA_SLOTS
+    assert data_slot_count(scene, 3) == MIN_DATA_SLOTS == 8
+    assert data_slot_count(scene, 8) == 8
+    assert data_slot_count(scene, 2) == 8                                     # it never shrinks below 8
+    assert data_slot_count(scene, 9) == 12
+    assert data_slot_count(scene, 13) == 16
 
 
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")
@@ -188,8 +189,8 @@ def test_a_humanoid_pushed_onto_stairs_builds_a_step_per_slot_count_and_never_si
         humanoid_scene, monkeypatch):
     """The dm_control humanoid, standing, pushed forwards and pitched onto three stair boxes (its
     hands, arms, torso and knees touch the floor and the stairs: sets of touching bodies that change
-    step by step).  On the default (native) road the steps run in at most three layouts, each
-    ``2^k`` data slots (8, 16, 32), whichever bodies touch (the per-body layout made a build each time
+    step by step).  On the default (native) road the steps run in at most four layouts of data slots
+    (8, 12, 16, 24: ``least_slots``), whichever bodies touch (the per-body layout made a build each time
     a body touched for the first time or outgrew its slots: 14 in a 400-step rollout); and no shape
     of the humanoid ever sinks into the floor or a stair more than the scene's margin."""
     scene = sd.Scene(humanoid_scene.model, world=_stairs())          # a fresh layout
@@ -213,8 +214,7 @@ def test_a_humanoid_pushed_onto_stairs_builds_a_step_per_slot_count_and_never_si
     touching = max(len(x) for x in r.impulses)
     assert touching > MIN_DATA_SLOTS                                  # more than the least layout holds
     assert not runs_per_body(scene)                                   # every step in data slots
-    assert sorted(kinds) == [MIN_DATA_SLOTS << j for j in range(len(kinds))]
-    assert len(kinds) <= 3 and max(kinds) == 1 << (touching - 1).bit_length()
+    assert kinds <= {8, 12, 16, 24, 32} and len(kinds) <= 4 and max(kinds) == least_slots(touching)
     assert min(sd.collide(scene, q).distances.min(initial=1.0) for q in r.q) >= -scene.margin
 
 

@@ -363,7 +363,7 @@ def _slide(u, w, mu):
 def test_planks_sliding_on_36_contacts_stop_natively_carrying_their_weight_and_dissipating():
     """The three planks of :func:`planks_on_supports` pushed along their length at 0.2 m/s and down at
     5 cm/s: each step holds 36 contacts, more than the step's capacity and all within its reach, and
-    runs natively in 64 data slots (a fallback to NumPy warns: an error here).  Coulomb friction
+    runs natively in 48 data slots (a fallback to NumPy warns: an error here).  Coulomb friction
     (mu = 0.6) stops them within ``v / (mu g)`` = 34 ms, as far as :func:`_slide` says; after 150 steps
     they are at rest at their height, each plank's normal impulses sum to its weight ``m g dt``, no step adds energy
     (:func:`energy_gain_bound`), and the kinetic energy is gone."""
@@ -373,7 +373,7 @@ def test_planks_sliding_on_36_contacts_stop_natively_carrying_their_weight_and_d
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         r = native_rollout(scene, q0, v0, 150)
-    assert scene.cache["data_slot_count"] == 64
+    assert scene.cache["data_slot_count"] == 48
     assert [len(x) for x in r.impulses] == [36] * 150
     assert np.abs(r.v[-50:]).max() <= V_REST
     assert np.abs(r.q[-1][2::7] - (0.2 + PLANK[2] / 2)).max() <= PENETRATION_SLOP + DT * V_REST

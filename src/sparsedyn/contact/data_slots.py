@@ -5,14 +5,14 @@ point fixed in its frame), and the compiled step is built per tuple of slot fram
 touches for the first time, or outgrows its slots, is a new build (a humanoid rolling onto stairs
 makes dozens).  Here the same contacts go
 into :data:`~sparsedyn.contact.friction_problem.DATA_SLOT` slots, the first ``nc`` of a layout of
-``2^k`` slots in all: each slot's data is its point in the world, its plane, its friction and the
-joint weights of its bodies (:func:`~sparsedyn.contact.friction_problem.slot_weights`: 1 on the
-joints that move ``a``, less 1 on ``b``'s), so its rows are ``J_a(x) - J_b(x)`` with the body
+``2^k`` or ``3 * 2^(k-2)`` slots in all (:func:`least_slots`): each slot's data is its point in the world, its plane,
+its friction and the joint weights of its bodies (:func:`~sparsedyn.contact.friction_problem.slot_weights`: 1 on
+the joints that move ``a``, less 1 on ``b``'s), so its rows are ``J_a(x) - J_b(x)`` with the body
 chosen by data.  The structure is the number of slots alone; the scene's layout starts at
-:data:`MIN_DATA_SLOTS`, doubles when the contacts of a step do not fit and shrinks back when they
-have fit in fewer slots for :data:`SHRINK_AFTER` steps (:func:`data_slot_count`): a scene builds at most
-``log2(MAX_COMPILED_CONTACTS / MIN_DATA_SLOTS) + 1`` steps (4: 8, 16, 32 and 64 slots; 64 only where a
-step's reachable contacts alone are more than :data:`~sparsedyn.contact.look_ahead.STEP_CAPACITY`),
+:data:`MIN_DATA_SLOTS`, grows to the least count that holds a step's contacts where they do not fit and
+shrinks back when they have fit in fewer slots for :data:`SHRINK_AFTER` steps (:func:`data_slot_count`): a
+scene builds at most the seven counts 8, 12, 16, 24, 32, 48 and 64 (48 and 64 only where a step's reachable
+contacts alone are more than :data:`~sparsedyn.contact.look_ahead.STEP_CAPACITY`),
 each reused by every contact set it holds, whichever bodies touch.
 
 The problem is the per-body layout's (the same rows, gaps and friction: the same solution to the
@@ -31,16 +31,16 @@ from .friction_problem import DATA_SLOT, FREE_PLANE, ContactSlots, StepArrays, s
 
 __all__ = ["data_slots", "data_slot_count", "data_slot_base", "step_slots", "batch_slots", "data_slots_of_rows",
            "runs_per_body", "key_weights", "empty_data_slots",
-           "data_slots_used", "in_least_slots", "MIN_DATA_SLOTS", "SHRINK_AFTER"]
+           "data_slots_used", "in_least_slots", "least_slots", "MIN_DATA_SLOTS", "SHRINK_AFTER"]
 
-#: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points, which 16 hold).
+#: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points, which 12 hold).
 MIN_DATA_SLOTS = 8
 
 #: Single steps in a row whose contacts fit in fewer data slots before the scene's count shrinks to
 #: them (:func:`data_slot_count`).  A shrink the contacts undo costs one step on the Python road (the
 #: native call declines a step its slots do not hold; the kernels and plans of every count stay
 #: built); a count too large costs each step the larger solve.  16 bounds the first to one step in
-#: 17 where the contacts swing across a power of two, and the second to 16 steps after they drop.
+#: 17 where the contacts swing across two counts, and the second to 16 steps after they drop.
 SHRINK_AFTER = 16
 
 
@@ -71,16 +71,16 @@ def batch_slots(scene, Q, frames, data, index):
 
 def data_slot_count(scene, nc, step=True):
     """The scene's number of data slots for a step of ``nc`` contacts (``scene.cache``): 0 while no
-    step has had a contact, else a power of two (at least :data:`MIN_DATA_SLOTS`) that holds them.
-    It doubles at once where the contacts do not fit, and follows them down with hysteresis: once
+    step has had a contact, else a count of :func:`least_slots` (at least :data:`MIN_DATA_SLOTS`) that holds
+    them.  It grows at once where the contacts do not fit, and follows them down with hysteresis: once
     :data:`SHRINK_AFTER` steps in a row (``step``: whether this call is one, a single state's; a
-    batch's only grows the count) have fit in a smaller count, it shrinks to the least power of two
+    batch's only grows the count) have fit in a smaller count, it shrinks to the least count
     holding the most contacts of those steps (this step's count, returned)."""
     cache = scene.cache
     have = cache.get("data_slot_count", 0)
     if nc > have:
         cache["data slots spare"] = None
-        have = cache["data_slot_count"] = _fits(nc)
+        have = cache["data_slot_count"] = least_slots(nc)
     elif step and have > MIN_DATA_SLOTS:
         return _follow_down(cache, have, nc)
     return have
@@ -90,7 +90,7 @@ def _follow_down(cache, have, nc):
     """:func:`data_slot_count` of a step of ``nc`` contacts where ``have`` (> :data:`MIN_DATA_SLOTS`)
     slots hold them: the run of steps in a row that fit in fewer slots (``cache``'s ``(steps, the
     most of their slots)``) counted, the count shrunk at :data:`SHRINK_AFTER` of them."""
-    fits = _fits(nc)
+    fits = least_slots(nc)
     if fits == have:
         cache["data slots spare"] = None
         return have
@@ -243,15 +243,20 @@ def _batch_key_weights(scene, keys):
 
 
 def least_data_slots(counts):
-    """The least number of data slots that holds each of ``counts`` (B,) contacts: a power of two, at
-    least :data:`MIN_DATA_SLOTS` (the count a fresh scene's single step runs in)."""
+    """The least number of data slots that holds each of ``counts`` (B,) contacts (:func:`least_slots`, at
+    least :data:`MIN_DATA_SLOTS`: the count a fresh scene's single step runs in)."""
     counts = np.asarray(counts, int)
-    return np.array([_fits(c) for c in range(int(counts.max(initial=0)) + 1)]).take(counts)
+    return np.array([least_slots(c) for c in range(int(counts.max(initial=0)) + 1)]).take(counts)
 
 
-def _fits(nc):
-    """The least count of data slots that holds ``nc`` contacts (:func:`least_data_slots`)."""
-    return max(MIN_DATA_SLOTS, 1 << (int(nc) - 1).bit_length())
+def least_slots(nc):
+    """The least count of data slots that holds ``nc`` contacts: ``2^k`` or ``3 * 2^(k-2)`` (8, 12, 16, 24,
+    32, 48, 64, ...), at least :data:`MIN_DATA_SLOTS`.  A step carries its free slots' rows in its
+    element-by-element code, so the counts between powers of two pay: the dm_control humanoid's steps of
+    17 to 22 contacts take two thirds of their 32 slots' time in 24, those of 10 and 11 contacts two
+    thirds of their 16 slots' time in 12 (one more build per count, 4 to 10 s each)."""
+    whole = 1 << (int(nc) - 1).bit_length()
+    return max(MIN_DATA_SLOTS, 3 * whole // 4 if 4 * nc <= 3 * whole else whole)
 
 
 def in_least_slots(run, q, v, tau, warm, slots):
