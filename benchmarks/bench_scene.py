@@ -242,7 +242,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, sto
         sd.contact_step(model, q, v, tau, scene, dt)                        # the builds (timed apart)
         print(f"  first native step (builds): {time.perf_counter() - t:.1f} s")
         # the slots the step ran in (its contacts within the look-ahead, not collide's margin): per body
-        # (each body's contacts rounded up to a power of two) or the scene's data slots (2^k for all)
+        # (each body's contacts rounded up to a power of two) or the scene's data slots (data_slots.least_slots)
         print("  the step's slots: " + (f"{len(scene.cache['step_slots'])} bodies, "
                                         f"{sum(scene.cache['step_slots'].values())} per-body slots"
                                         if runs_per_body(scene) else

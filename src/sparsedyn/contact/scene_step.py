@@ -16,9 +16,9 @@ The contacts are first laid out per body (:func:`scene_slots`: each body that ha
 power of two of slots that held its most contacts so far, its points fixed in its frame; what the
 warm start and the derivatives read).  Where more than one robot body is in the scene's pairs they
 are handed to the step in the scene's data slots (:mod:`~sparsedyn.contact.data_slots`): each
-contact's point in the world and its bodies as joint weights, the first ``nc`` of ``2^k`` slots (at
-least 8; the count only grows).  The compiled step is then built per number of slots, not per set of
-touching bodies, so a trajectory builds at most four steps (8, 16, 32, 64 slots) whichever bodies
+contact's point in the world and its bodies as joint weights, the first ``nc`` of 8, 12, 16, 24, 32, 48
+or 64 slots (:func:`~sparsedyn.contact.data_slots.data_slot_count`).  The compiled step is then built per
+number of slots, not per set of touching bodies, so a trajectory builds at most seven steps whichever bodies
 touch.  Where one body alone can touch (a box, a ball) the step runs in its per-body slots, which
 only double, and whose step is the faster.  Free slots are not free of cost: the step's
 problem keeps their rows (open, with zero impulse), so a layout larger than the contacts of the
