@@ -8,8 +8,8 @@ import pytest
 
 import sparsedyn as sd
 from sparsedyn.codegen import native
-from sparsedyn.contact.data_slots import (MIN_DATA_SLOTS, SHRINK_AFTER, data_slot_count, data_slots_used, least_data_slots,
-                                          least_slots)
+from sparsedyn.contact.data_slots import (MIN_DATA_SLOTS, SHRINK_AFTER, data_slot_count, data_slots_used,
+                                          least_data_slots, least_slots)
 from tests.conftest import dm_control_humanoid
 from tests.contact.test_data_slots import _lying, _standing, _stairs
 
@@ -106,9 +106,9 @@ def test_a_rollout_whose_contacts_drop_comes_back_to_the_least_count():
     """A rollout from the humanoid lying on the floor, then one from it standing, in the same scene (the
     default, native road: the steps in chains of native calls): the first runs in 16 slots, the second
     shrinks to 8 within 3 SHRINK_AFTER steps (through 12: the run of steps that fit in fewer slots began
-    with the lying rollout's last steps, 9 and 10 contacts; a chain's steps are counted when it returns) and its last steps equal bit for bit those
-    of a rollout from the same state in a fresh scene (8 slots all along) once both count 8: the same
-    kernel from the same state and warm start."""
+    with the lying rollout's last steps, 9 and 10 contacts; a chain's steps are counted when it returns)
+    and its last steps equal bit for bit those of a rollout from the same state in a fresh scene (8 slots
+    all along) once both count 8: the same kernel from the same state and warm start."""
     model = dm_control_humanoid()
     scene = sd.Scene(model)
     lying = _lying(model)
