@@ -457,3 +457,44 @@ def test_more_grid_points_than_a_pairs_rows_take_the_contact_objects_road(native
     assert hfield_rows(fine, fields, R, p, cut) is None and scene_data.scene_slot_data(fine, q) is None
     hits = sd.collide(fine, q)
     assert sum(a == "box" for a, _ in hits.pairs) > 16
+
+
+def test_in_data_slots_a_new_slot_key_is_one_native_call_and_grows_when_read(monkeypatch):
+    """The arm held up 5 cm, touching only itself, then lying on the floor: the floor's contacts are
+    slot keys the layout has no slots for, which a step in data slots does not read: one native call,
+    the layout as it was, the Python road's step bit for bit (a twin scene that grew its layout on that
+    road); the derivatives there read the per-body slots: the layout grows to the twin's, and they are
+    the twin's bit for bit.  A rollout dropped from 5 mm (the floor's contacts new slot keys from its
+    first step) is one native chain of steps, and the Python road's rollout bit for bit."""
+    from test_scene_fused import ARM, DT, FLOOR, _Spy, _arm, _python_road, _python_road_rollout, _same
+    from sparsedyn.contact import scene_fused
+    scene, q, v, tau = _arm()
+    twin = sd.Scene(ARM, world=[FLOOR], friction=0.8)
+    up = q + np.r_[0, 0, 0.05, np.zeros(6)]
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        first = sd.contact_step(ARM, up, v, tau, scene, DT)        # the Python road: the self pair's slots
+        layout, spy.answered = dict(scene.cache["step_slots"]), 0
+        s = sd.contact_step(ARM, q, v, tau, scene, DT)
+        assert spy.answered == 1 and scene.cache["step_slots"] == layout
+        _python_road(monkeypatch, ARM, up, v, tau, twin, DT)
+        ref = _python_road(monkeypatch, ARM, q, v, tau, twin, DT)
+        sd.contact_step_derivatives(ARM, q, v, tau, scene, DT)          # (the Python road: the layout grows)
+        grown = dict(scene.cache["step_slots"])
+        d = sd.contact_step_derivatives(ARM, q, v, tau, scene, DT)
+        dref = sd.contact_step_derivatives(ARM, q, v, tau, twin, DT)
+        dropped = sd.Scene(ARM, world=[FLOOR], friction=0.8)
+        low = q + np.r_[0, 0, 0.005, np.zeros(6)]
+        sd.contact_step(ARM, up, v, tau, dropped, DT)              # (its layout: the self pair's)
+        spy.answered = 0
+        r = sd.rollout(ARM, low, v, tau, dropped, DT, 80)
+        chained = spy.answered
+        rref = _python_road_rollout(monkeypatch, ARM, low, v, tau, sd.Scene(ARM, world=[FLOOR], friction=0.8),
+                                    DT, 80)
+    assert len(layout) == 1 and len(first.impulses) >= 1 and len(s.impulses) >= len(first.impulses) + 2
+    assert len(twin.cache["step_slots"]) > len(layout) and _same(s, ref)
+    assert grown == twin.cache["step_slots"]
+    assert all(np.asarray(a).tobytes() == np.asarray(b).tobytes() for a, b in zip(d[:6], dref[:6]))
+    assert chained == 80 and len(r.impulses[0]) >= len(first.impulses) + 2     # the floor's too, all native
+    assert r.q.tobytes() == rref.q.tobytes() and r.iterations.tobytes() == rref.iterations.tobytes()

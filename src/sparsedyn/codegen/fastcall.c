@@ -599,8 +599,10 @@ fail:
    entry the same arithmetic.  Returns ``(the step's arrays, index)`` (index: each contact's slot,
    int64, or None where the contacts fill every slot in order), or None where this road does not
    apply (a kernel's fast path declines, more contacts than the capacity, a key with more contacts
-   than its per-body slots, more than the data slots, a warm start of the contacts' shape that is not
-   finite): the caller then takes the Python road.  ``found`` (a 7th argument, optional): the
+   than its per-body slots where the step runs in them or returns its layout, more than the data
+   slots, a warm start of the contacts' shape that is not finite): the caller then takes the Python
+   road.  In data slots a key's contacts past its per-body slots take slots after them in ``slot``
+   (which the step does not read).  ``found`` (a 7th argument, optional): the
    candidates found already, ``(rows (K, 11), cutoffs (K,))`` float64 in the collision kernel's output
    format (a scene with pairs of no closed form, robot meshes on world planes: the kernel's candidates
    and the mesh rows, found by the caller), K the plan's, or ``(rows, cutoffs, stages)``: buffers that
@@ -614,7 +616,8 @@ fail:
    (warm_match.c: match_plain, match_general) and asked of ``warm`` (then a callable) where that cannot
    answer (memory ran out, or ``previous``'s arrays are not of these dtypes, C-contiguous), and the call
    returns ``(the step's arrays, index, pair (nc,), rows (nc, 7), impulses (nc, 3))`` (the impulses in
-   the contacts' order): what the next step's ``previous`` needs; ``warm`` (the callable) is then
+   the contacts' order): what the next step's ``previous`` needs (in data slots that do not hold the
+   step's contacts, their number instead, an int: the caller may grow the slots); ``warm`` (the callable) is then
    called with ``previous`` as a fifth argument.  ``chain`` True instead (no trajectory): the call
    returns ``(the step's arrays, index, sel, slot, candidates, data)``, the arguments a callable ``warm``
    would be given (the contacts' layout, what a caller that reads it needs) beside the step's answer,
@@ -801,12 +804,19 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     if (capacity_drop(K, c, within, capacity, margin, patch, &drop) < 0) { Py_DECREF(found); return NULL; }
     for (npy_intp j = 0; j < K; j++) {
         if (!(c[11 * j] < within[j]) || (drop && drop[j])) continue;
-        if (nc >= capacity || nxt[key[j]] >= f1[key[j]]) { free(drop); Py_DECREF(found); Py_RETURN_NONE; }
+        /* (a key past its per-body slots: data slots hold it, unless its layout is returned) */
+        if (nc >= capacity || (nxt[key[j]] >= f1[key[j]] && (mode == 0 || layout_out))) {
+            free(drop); Py_DECREF(found); Py_RETURN_NONE;
+        }
         sel[nc] = j;
         slot[nc++] = nxt[key[j]]++;
     }
     free(drop);
-    if (nc > ns) { Py_DECREF(found); Py_RETURN_NONE; }
+    if (nc > ns) {                                           /* (a trajectory's step in data slots: how many) */
+        Py_DECREF(found);
+        if (chain && mode == 1) return PyLong_FromSsize_t(nc);
+        Py_RETURN_NONE;
+    }
     PyObject *data = PyArray_NewCopy(base, NPY_CORDER), *warm = NULL;
     npy_intp wdims[2] = {ns, 3};
     if (data) warm = PyArray_ZEROS(2, wdims, NPY_DOUBLE, 0);
@@ -943,7 +953,8 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
    held, or (n, nv): row k the joint forces of step k; ``warm``: the first step's warm start (None
    or impulses, as scene_step's) where ``chain``'s previous is None.  Returns the list of the steps'
    scene_step answers ``(the step's arrays, index, pair, rows, impulses)``, ending before the first
-   step this road declines (fewer than ``steps``: the caller takes the Python road for that one).
+   step this road declines (fewer than ``steps``: the caller takes the Python road for that one), or
+   with that step's number of contacts (an int) where they are more than the plan's data slots.
    ``into`` (a 10th argument, optional): ``(Q (>= steps + 1, nq), V (>= steps + 1, nv), R (>= steps,
    8))`` float64 C-contiguous writeable arrays, into whose rows k + 1, k + 1, k step k's next ``q``,
    next ``v`` and report are copied (a caller that stacks them needs no list of arrays).  ``springs``
@@ -1064,6 +1075,11 @@ static PyObject *scene_rollout(PyObject *mod, PyObject *const *args, Py_ssize_t 
         Py_XDECREF(chain);
         if (!r) { Py_CLEAR(out); break; }
         if (r == Py_None) { Py_DECREF(r); break; }
+        if (PyLong_Check(r)) {                               /* (more contacts than the data slots) */
+            if (PyList_Append(out, r) < 0) Py_CLEAR(out);
+            Py_DECREF(r);
+            break;
+        }
         PyObject *step = PyTuple_GET_ITEM(r, 0);
         if (iq && !(put_row(iq, k + 1, PyTuple_GET_ITEM(step, 0)) && put_row(iv, k + 1, PyTuple_GET_ITEM(step, 1))
                     && put_row(ir, k, PyTuple_GET_ITEM(step, 4)))) {

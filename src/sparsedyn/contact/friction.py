@@ -109,7 +109,7 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .passive_step import IMPLICIT, implicit_damping, passive_flag, passive_inputs, vector_springs, with_passive
 from . import scene_data
-from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slots_used, in_least_slots
+from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slot_count, data_slots_used, in_least_slots
 from .scene import Scene
 from .rollout_rows import append_chain, rollout_rows, stacked_states
 from .scene_fused import chained_step, chained_steps, fused_step, general_matching, mixed_call, trajectory_plan
@@ -198,13 +198,13 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     >>> bool(np.allclose(step.v, 0, atol=1e-10)), step.modes.tolist()
     (True, ['stick', 'stick', 'stick', 'stick'])
 
-    ``contacts`` may be a :class:`~sparsedyn.Scene`: the contacts are then those
-    :func:`~sparsedyn.collide` finds at ``q``, between the robot and the world and between two of the
-    robot's bodies (self-collision: the impulse acts on the pair's first shape and the opposite one on
-    the second) (:mod:`~sparsedyn.contact.scene_step`; on the default road: a new build only when a body
-    touches for the first time or outgrows its contact slots).  ``q`` is then one state (nq,) or a batch
-    (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one array per
-    state, and ``warm_start`` a list of each state's impulses).
+    ``contacts`` may be a :class:`~sparsedyn.Scene`: the contacts are then those :func:`~sparsedyn.collide`
+    finds at ``q``, between the robot and the world and between two of the robot's bodies (self-collision:
+    the impulse acts on the pair's first shape and the opposite one on the second)
+    (:mod:`~sparsedyn.contact.scene_step`; on the default road: a new build per count of data slots, or where
+    one robot body alone can touch, when it outgrows its contact slots).  ``q`` is then one state (nq,) or
+    a batch (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one
+    array per state, and ``warm_start`` a list of each state's impulses).
     """
     if passive is not False:                      # (implicit dampers: a model of its own, its scene)
         model, tau, contacts = passive_inputs("contact_step", model, q, v, tau, contacts, dt, passive)
@@ -377,16 +377,15 @@ def _free_step(model, kernels, q, v, tau, dt, f_ext, gravity):
 
 
 def _result(who, solver, tol, out, index=None, bare=False, finite=False):
-    """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early;
-    never a NaN); ``index`` (nc,): the contacts' slots (None: slot ``i`` holds contact ``i``, no other).
-    One state's modes are computed when first read; with ``bare``, one state's step is the tuple
-    ``(q, v, impulses, modes, iterations)`` (its modes a :class:`~sparsedyn.contact.lazy_modes._Modes`,
-    its iterations an int: what a rollout keeps of a step); ``finite``: ``out`` is known finite."""
+    """The :class:`ContactStep` of the kernel's arrays ``out`` (a warning where the solver stopped early; never a
+    NaN); ``index`` (nc,): the contacts' slots (None: slot ``i`` holds contact ``i``, no other).  One state's modes
+    are computed when first read; with ``bare``, one state's step is the tuple ``(q, v, impulses, modes,
+    iterations)`` (its modes a :class:`~sparsedyn.contact.lazy_modes._Modes`, its iterations an int: what a rollout
+    keeps of a step); ``finite``: ``out`` is known finite."""
     rep = out.report
     one = rep.ndim == 1
     r = rep.tolist() if one else None             # one state: its report as Python floats
-    # one state: one finite sum says all are finite (an overflow of the sum: look at each; Python's
-    # floats overflow without a warning)
+    # one state: one finite sum says all are finite (Python's floats overflow without a warning: then each is looked at)
     if not (finite or one and math.isfinite(sum(out.v_next.tolist()) + sum(out.q_next.tolist()) + sum(r))):
         _finite(who, out)
     converged = r[4] > 0.5 if one else np.logical_and.reduce(rep[..., 4] > 0.5, None)
@@ -530,9 +529,9 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None, sp
     rows, chained = None, 0                       # (the chains' states and reports: rollout_rows)
     k = 0
     while k < steps:
-        # one native call where the scene's layout holds the step's contacts (scene_fused), the warm
-        # start matched in it; its plan held from step to step while nothing else runs between them
-        # (no controller) and every step takes this road (the Python road may grow the layout)
+        # one native call where the scene's layout holds the step's contacts (scene_fused), the warm start matched in
+        # it; its plan held from step to step while nothing else runs between them (no controller) and every step
+        # takes this road (the Python road may grow the layout)
         if fuse and (plan is None or taus is None):
             plan = trajectory_plan(scene, model, dt) if previous is not None or warm is None or \
                 type(warm) is np.ndarray else None
@@ -548,11 +547,11 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None, sp
             runs = chained_steps(plan, q, v, taus[k:] if taus.ndim == 2 else taus, settings,
                                  warm if previous is None else None, previous, ask, general[1],
                                  rows if k == 0 else (rows[0][k:], rows[1][k:], rows[2][k:]), springs)
+            need = runs.pop() if runs and type(runs[-1]) is int else None       # (more contacts than its slots)
             if runs:
                 append_chain(runs, rows, k, qs, vs, imps, modes, its, lambda got: _result(
                     "contact_step", solver, tol, tuple.__new__(StepArrays, got[0]), got[1], bare=True, finite=True))
-                k += len(runs)
-                chained += len(runs)
+                k, chained = k + len(runs), chained + len(runs)
                 got = runs[-1]
                 q, v, previous = got[0][0], got[0][1], (FoundContacts(got[2], None, got[3]), got[4])
                 if n > MIN_DATA_SLOTS and data_slots_used(scene, [len(r[2]) for r in runs]) != n:
@@ -560,6 +559,10 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None, sp
             if k == steps:
                 break
             if len(runs) == ask:                  # (no step declined: the next chain)
+                continue
+            if need is not None:                  # (the data slots grown to hold it: that count's plan)
+                data_slot_count(scene, need)
+                plan = None
                 continue
             got = None                            # (that step declined: the Python road takes it)
         elif plan:
@@ -587,9 +590,8 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None, sp
 
 
 def _chained(got, solver, tol):
-    """A rollout's step ``(q, v, impulses, modes, iterations)`` (:func:`_result`'s ``bare`` tuple) of
-    the fused road's ``(StepArrays tuple, index, pair, rows, impulses)`` (its arrays finite: the
-    kernel's fast path)."""
+    """A rollout's step ``(q, v, impulses, modes, iterations)`` (:func:`_result`'s ``bare`` tuple) of the fused
+    road's ``(StepArrays tuple, index, pair, rows, impulses)`` (its arrays finite: the kernel's fast path)."""
     out, index = tuple.__new__(StepArrays, got[0]), got[1]
     r = out[4].tolist()                           # the report (one state's)
     if r[4] > 0.5:                                # converged: as _result makes it (no warning)

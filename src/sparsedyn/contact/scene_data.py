@@ -535,14 +535,14 @@ def _contacts_of(got, c):
 
 def held_contacts(scene, sel, c):
     """``(pair, per_body, rows)`` of the candidates ``sel`` (nc,) of ``c`` (K, 11) of the kernel plan of
-    ``scene``, which its slot layout holds (a fused step's, :mod:`~sparsedyn.contact.scene_fused`): the
-    objects of :func:`scene_slot_data`'s selection (their scene pairs, a function making their per-body
-    slots, a function making their ``[p (3), plane (4)]`` (nc, 7))."""
+    ``scene`` (a fused step's, :mod:`~sparsedyn.contact.scene_fused`; the layout grown where a slot key has
+    more of them than its slots: a step in data slots runs without them): the objects of
+    :func:`scene_slot_data`'s selection (their scene pairs, a function making their per-body slots, a
+    function making their ``[p (3), plane (4)]`` (nc, 7))."""
     plan = _plan(scene) or _mixed_plan(scene)
     mask = np.zeros(len(c), bool)
     mask[sel] = True
-    got = _remembered(scene, mask) or _selection(scene, plan, mask, _filler(scene, plan[2], scene.cache["step_slots"]))
-    return _contacts_of(got, c)
+    return _contacts_of(_remembered(scene, mask) or _select(scene, plan, c, None, mask), c)    # (within the capacity)
 
 
 def _select(scene, plan, c, within, mask):

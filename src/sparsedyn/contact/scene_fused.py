@@ -6,7 +6,9 @@ collision kernel's runs three stages: the collision kernel with its look-ahead
 cutoff laid out in the step's slots (:func:`~sparsedyn.contact.scene_data.scene_slot_data`: per
 body where one robot body alone touches, else the scene's data slots), and the step's kernel
 (:func:`~sparsedyn.contact.friction_kernel.contact_step_kernel`).  Where the layout already holds
-the step's contacts (a trajectory's steps after its first few), the three are one call of the
+the step's contacts (a trajectory's steps after its first few; in data slots, where their count holds
+them: a body's per-body slots, which that step does not read, grow when read, by the derivatives or a
+warm start's general matching), the three are one call of the
 compiler's C extension (its ``scene_step``), which runs the two kernels' own fast paths and lays
 the contacts out between them entry by entry as the Python road does: the same data, the same
 solve, the same arrays, bit for bit.  The plan of that call (the two kernels, each candidate's slot
@@ -34,13 +36,14 @@ joint forces known beforehand run one after another in one call (:func:`chained_
 extension's ``scene_rollout``) until one leaves this road; while the scene's data slots are more than
 the least, in chains of :data:`~sparsedyn.contact.data_slots.SHRINK_AFTER` steps, whose contact counts
 are told to :func:`~sparsedyn.contact.data_slots.data_slots_used` between them (the count shrinks
-where they fit in fewer: the next chain runs that count's plan, kept per count as the kernels are).
-Any other step takes the Python road, which grows
-the layout where needed: external forces or gravity given, a warm start that is not an array, the
-NumPy backend, a kernel not built yet, more contacts than the layout holds, a pair of kinds neither
-the collision kernel nor the mesh rows cover (two meshes), slot frames that are not their bodies' own
-(per-body slots), an input a kernel's fast path declines (a NaN, a quaternion off unit norm: the
-Python road says which).
+where they fit in fewer: the next chain runs that count's plan, kept per count as the kernels are).  A
+chain's step whose contacts are more than its data slots ends it with their number: the count grows to
+hold them and the next chain, in that count's plan, takes the step.  Any other step takes the Python
+road, which grows the layout where needed: external forces or gravity given, a warm start that is not
+an array, the NumPy backend, a kernel not built yet, more contacts than the layout holds (per-body
+slots; a single step's, more than the data slots), a pair of kinds neither the collision kernel nor
+the mesh rows cover (two meshes), slot frames that are not their bodies' own (per-body slots), an
+input a kernel's fast path declines (a NaN, a quaternion off unit norm: the Python road says which).
 """
 
 from __future__ import annotations
@@ -158,7 +161,7 @@ def chained_step(model, q, v, tau, scene, dt, settings, warm_start=None, previou
     else:
         got = plan[0](plan[1], qa, va, ta, settings, general_matching(scene, plan), pre,
                       (plan[5], WARM_RADIUS, (previous[0].pair, previous[0]._data(), previous[1])))
-    return None if got is None else (got[0], got[1], FoundContacts(got[2], None, got[3]))
+    return None if type(got) is not tuple else (got[0], got[1], FoundContacts(got[2], None, got[3]))
 
 
 def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, general, into=None, springs=None):
@@ -168,7 +171,8 @@ def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, genera
     from ``warm_start``), ``plan``: :func:`trajectory_plan`'s (a plan of the collision kernel's: not a
     mixed one), ``general``: :func:`general_matching`'s.  Returns the list of the steps' ``(StepArrays
     tuple, index, pair, rows, impulses)`` (the contacts' scene pairs (nc,), ``[p (3), plane (4)]``
-    rows (nc, 7), impulses in their order (nc, 3)), ending before the first step this road declines.
+    rows (nc, 7), impulses in their order (nc, 3)), ending before the first step this road declines (its
+    last item that step's number of contacts, an int, where they are more than the plan's data slots).
     ``into``: None, or ``(Q, V, R)`` float64 C-contiguous arrays of at least ``steps + 1``, ``steps + 1``
     and ``steps`` rows of ``nq``, ``nv`` and 8 entries: step k's next ``q``, ``v`` and report are
     copied into their rows k + 1, k + 1 and k (a caller that stacks them).  ``springs``: None, or the
