@@ -8,7 +8,8 @@ the settled velocity, the others from it plus seeded normal noise of ``--noise``
 joint, the same for every version; per rollout its mean iterations a step, and over all of them the mean, the
 steps that ran past the ADMM budget (a :class:`~sparsedyn.ContactStepWarning` each), ours per step (wall,
 each rollout's second run: the first builds what it needs) beside MuJoCo's limp rollouts from the same states
-(springs and dampers off, as ``bench_scene.py``'s), and the ratio.
+(springs and dampers off, as ``bench_scene.py``'s), and the ratio; and per rollout its steps on the Python road
+(the others run in native calls: a scene's first step, and any the native calls decline).
 
     PYTHONPATH=src .venv/bin/python benchmarks/perturbed_rollouts.py
     PYTHONPATH=src .venv/bin/python benchmarks/perturbed_rollouts.py --cases "talos on a box" --rollouts 9
@@ -25,6 +26,7 @@ import numpy as np
 
 import sparsedyn as sd
 from bench_scene import CASES, settled
+from sparsedyn.contact import friction
 from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco, v_to_mujoco
 
 
@@ -46,30 +48,46 @@ def mujoco_limp(m, d, velocities, steps):
     return total / (steps * len(velocities)) * 1e6
 
 
+def counted(road):
+    """``friction.step_in_scene`` (a rollout's step on the Python road) counting its calls in ``road[0]``."""
+    real = friction.step_in_scene
+
+    def step(*args, **kwargs):
+        road[0] += 1
+        return real(*args, **kwargs)
+    return step
+
+
 def run(name, rollouts, steps, noise):
     m, d, _, model = settled(*CASES[name]())
     q, v, dt = q_from_mujoco(model, d.qpos), v_from_mujoco(model, d.qpos, d.qvel), m.opt.timestep
     tau = np.zeros(model.nv)
     rng = np.random.default_rng(1)
     starts = [v] + [v + noise * rng.standard_normal(model.nv) for _ in range(rollouts - 1)]
-    per, wall = [], 0.0
+    per, wall, roads, road = [], 0.0, [], [0]
+    real = friction.step_in_scene
     with warnings.catch_warnings(record=True) as caught, sd.use_backend("native", deterministic=True):
         warnings.simplefilter("ignore", sd.ContactStepWarning)
         for vk in starts:                    # (builds the kernels of the slot layouts the trajectories grow)
             sd.rollout(model, q, vk, tau, sd.Scene(model), dt, steps)
         warnings.simplefilter("always", sd.ContactStepWarning)
+        friction.step_in_scene = counted(road)
         for vk in starts:
+            road[0] = 0
             t = time.perf_counter()
             r = sd.rollout(model, q, vk, tau, sd.Scene(model), dt, steps)
             wall += time.perf_counter() - t
             per.append(np.asarray(r.iterations).mean())
+            roads.append(road[0])
+        friction.step_in_scene = real
     warned = sum(issubclass(w.category, sd.ContactStepWarning) for w in caught)
     ours = wall / (steps * rollouts) * 1e6
     mj = mujoco_limp(m, d, [v_to_mujoco(model, q, vk) for vk in starts], steps)
     print(f"{name}: {rollouts} rollouts of {steps} steps; iterations a step per rollout "
           f"{' '.join(f'{x:.1f}' for x in per)}")
     print(f"  mean {np.mean(per):.2f}, steps past the budget (warned) {warned}; {ours:.1f} us a step beside "
-          f"MuJoCo's limp rollouts {mj:.1f} us: {ours / mj:.1f}x")
+          f"MuJoCo's limp rollouts {mj:.1f} us: {ours / mj:.1f}x; steps on the Python road per rollout "
+          f"{' '.join(map(str, roads))}")
 
 
 def main():

@@ -125,18 +125,21 @@ def test_a_rollout_whose_contacts_drop_comes_back_to_the_least_count():
     assert np.array_equal(again.q, r.q[k:]) and np.array_equal(again.v, r.v[k:])
 
 
-def test_a_rollout_whose_contacts_outgrow_the_data_slots_grows_them_in_its_native_chain(monkeypatch):
+@pytest.mark.parametrize("controlled", [False, True])
+def test_a_rollout_whose_contacts_outgrow_the_data_slots_grows_them_in_its_native_chain(monkeypatch, controlled):
     """The humanoid standing (a few contacts: 8 data slots), then a rollout lying on the floor in the same
     scene (more contacts than 8 slots hold, from its first step; the kernel of their count built by a step
-    in another scene): the native chain answers the count its first step needs, the scene's count grows
-    to it, and every step is one native call; the rollout is bit for bit that of a twin scene on the
-    Python road (each step laid out and counted there: its count grown at the same step)."""
+    in another scene), under joint forces given (its steps in chains of native calls) or a controller's
+    (a native call a step): the native call answers the count its first step needs, the scene's count
+    grows to it, and every step is one native call; the rollout is bit for bit that of a twin scene on
+    the Python road (each step laid out and counted there: its count grown at the same step)."""
     from test_scene_fused import _Spy, _python_road_rollout
     from sparsedyn.contact import scene_fused
     model = dm_control_humanoid()
     scene, twin = sd.Scene(model), sd.Scene(model)
     lying, standing = _lying(model), _standing(scene)
     v, tau = np.zeros(model.nv), np.zeros(model.nv)
+    forces = (lambda t, q, v: tau) if controlled else tau
     spy = _Spy(scene_fused.native_function)
     monkeypatch.setattr(scene_fused, "native_function", spy)
     with sd.use_backend("native", deterministic=True):
@@ -144,11 +147,11 @@ def test_a_rollout_whose_contacts_outgrow_the_data_slots_grows_them_in_its_nativ
         sd.rollout(model, standing, v, tau, scene, DT, 3)
         assert scene.cache["data_slot_count"] == MIN_DATA_SLOTS
         spy.answered = 0
-        r = sd.rollout(model, lying, v, tau, scene, DT, 10)
+        r = sd.rollout(model, lying, v, forces, scene, DT, 10)
         answered, count = spy.answered, scene.cache["data_slot_count"]
         _python_road_rollout(monkeypatch, model, standing, v, tau, twin, DT, 3)
-        ref = _python_road_rollout(monkeypatch, model, lying, v, tau, twin, DT, 10)
-    # (the spy counts the items of a chain's answer: the first chain's is the count alone, then the 10 steps)
+        ref = _python_road_rollout(monkeypatch, model, lying, v, forces, twin, DT, 10)
+    # (the spy counts a native call's answers: the first is the count alone, then the 10 steps)
     assert many > MIN_DATA_SLOTS and answered == 1 + 10 and count == least_slots(many) == twin.cache["data_slot_count"]
     assert r.q.tobytes() == ref.q.tobytes() and r.v.tobytes() == ref.v.tobytes()
     assert r.iterations.tobytes() == ref.iterations.tobytes()

@@ -526,8 +526,7 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None, sp
     settings = _step_settings("contact_step", dt, options["tol"], options["max_iterations"], options["solver"],
                               options["margin"]) if fuse else None
     solver, tol, warm = options["solver"], options["tol"], options["warm_start"]
-    rows, chained = None, 0                       # (the chains' states and reports: rollout_rows)
-    k = 0
+    rows, chained, k = None, 0, 0                 # (the chains' states and reports: rollout_rows)
     while k < steps:
         # one native call where the scene's layout holds the step's contacts (scene_fused), the warm start matched in
         # it; its plan held from step to step while nothing else runs between them (no controller) and every step
@@ -535,7 +534,7 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None, sp
         if fuse and (plan is None or taus is None):
             plan = trajectory_plan(scene, model, dt) if previous is not None or warm is None or \
                 type(warm) is np.ndarray else None
-        got = None
+        got = need = None
         if plan and taus is not None and plan[4] is None:     # the steps in one native call
             if general is None or general[0] is not plan:
                 general = (plan, general_matching(scene, plan))
@@ -560,14 +559,15 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None, sp
                 break
             if len(runs) == ask:                  # (no step declined: the next chain)
                 continue
-            if need is not None:                  # (the data slots grown to hold it: that count's plan)
-                data_slot_count(scene, need)
-                plan = None
-                continue
-            got = None                            # (that step declined: the Python road takes it)
+            got = None                            # (that step declined: the Python road, or its count's plan)
         elif plan:
             got = chained_step(model, q, v, tau_at(k, q, v), scene, dt, settings, warm if previous is None else None,
                                previous, plan)
+            need, got = (got, None) if type(got) is int else (None, got)
+        if need is not None:                      # (more contacts than its data slots: their count's plan next)
+            data_slot_count(scene, need)
+            plan = None
+            continue
         if got:
             n = scene.cache.get("data_slot_count", 0)
             if n > MIN_DATA_SLOTS and data_slots_used(scene, (len(got[2].pair),)) != n:

@@ -130,7 +130,8 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
 
 def chained_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=None, plan=None):
     """:func:`fused_step` of a trajectory's step (its ``contacts``: ``(StepArrays tuple, index,
-    contacts)``, or None: then the Python road), whose warm start from ``previous`` (the step
+    contacts)``, or None: then the Python road; in data slots that do not hold the step's contacts, their
+    number, an int), whose warm start from ``previous`` (the step
     before's ``(contacts, impulses)``) is matched in the native call where the matching is plain (no
     contact before or now; the same pairs in the same order, each point kept within
     :data:`~sparsedyn.contact.scene_step.WARM_RADIUS` with its normal, or the same points and
@@ -161,7 +162,7 @@ def chained_step(model, q, v, tau, scene, dt, settings, warm_start=None, previou
     else:
         got = plan[0](plan[1], qa, va, ta, settings, general_matching(scene, plan), pre,
                       (plan[5], WARM_RADIUS, (previous[0].pair, previous[0]._data(), previous[1])))
-    return None if type(got) is not tuple else (got[0], got[1], FoundContacts(got[2], None, got[3]))
+    return got if type(got) is not tuple else (got[0], got[1], FoundContacts(got[2], None, got[3]))
 
 
 def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, general, into=None, springs=None):
