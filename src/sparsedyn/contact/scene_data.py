@@ -542,16 +542,16 @@ def held_contacts(scene, sel, c):
     plan = _plan(scene) or _mixed_plan(scene)
     mask = np.zeros(len(c), bool)
     mask[sel] = True
-    return _contacts_of(_remembered(scene, mask) or _select(scene, plan, c, None, mask), c)    # (within the capacity)
+    return _contacts_of(_remembered(scene, mask) or _select(scene, plan, c, None, mask), c)
 
 
 def _select(scene, plan, c, within, mask):
-    """:func:`_selection`'s tuple of the candidates ``c`` (K, 11) within their cutoff (``mask``; ``within``
-    (K,) or a number), no more than :data:`~sparsedyn.contact.look_ahead.STEP_CAPACITY` where the others
-    are beyond the step's reach (:func:`~sparsedyn.contact.look_ahead.capacity_mask`), the layout grown where a slot key
-    outgrows its slots."""
+    """:func:`_selection`'s tuple of the candidates ``c`` (K, 11) within their cutoff (``mask``; ``within`` (K,)
+    or a number; None: ``mask`` as it is, a native step's), no more than ``look_ahead.STEP_CAPACITY`` where the
+    others are beyond the step's reach (:func:`~sparsedyn.contact.look_ahead.capacity_mask`), the layout grown
+    where a slot key outgrows its slots."""
     kid, keys = plan[1], plan[2]
-    if np.count_nonzero(mask) > STEP_CAPACITY:              # the gaps beyond the step's reach left out
+    if within is not None and np.count_nonzero(mask) > STEP_CAPACITY:      # the gaps beyond the step's reach left out
         mask = capacity_mask(c[None, :, 0], np.broadcast_to(within, mask.shape)[None], mask[None], scene.margin,
                              STEP_CAPACITY)[0]
     layout = scene.cache.setdefault("step_slots", {})     # shared with scene_slots: it only grows
