@@ -37,10 +37,11 @@ __all__ = ["data_slots", "data_slot_count", "data_slot_base", "step_slots", "bat
 MIN_DATA_SLOTS = 8
 
 #: Single steps in a row whose contacts fit in fewer data slots before the scene's count shrinks to
-#: them (:func:`data_slot_count`).  A shrink the contacts undo costs one step on the Python road (the
-#: native call declines a step its slots do not hold; the kernels and plans of every count stay
-#: built); a count too large costs each step the larger solve.  16 bounds the first to one step in
-#: 17 where the contacts swing across two counts, and the second to 16 steps after they drop.
+#: them (:func:`data_slot_count`).  A shrink the contacts undo costs a single step one step on the Python
+#: road (its native call declines a step its slots do not hold; a rollout's chain ends and the next runs
+#: in the grown count's plan; the kernels and plans of every count stay built); a count too large costs
+#: each step the larger solve.  16 bounds the first to one step in 17 where the contacts swing across two
+#: counts, and the second to 16 steps after they drop.
 SHRINK_AFTER = 16
 
 
