@@ -139,7 +139,7 @@ def test_a_rollout_whose_contacts_outgrow_the_data_slots_grows_them_in_its_nativ
     scene, twin = sd.Scene(model), sd.Scene(model)
     lying, standing = _lying(model), _standing(scene)
     v, tau = np.zeros(model.nv), np.zeros(model.nv)
-    forces = (lambda t, q, v: tau) if controlled else tau
+    forces = (lambda t, q, v: tau) if controlled else list(tau)
     spy = _Spy(scene_fused.native_function)
     monkeypatch.setattr(scene_fused, "native_function", spy)
     with sd.use_backend("native", deterministic=True):
@@ -147,7 +147,7 @@ def test_a_rollout_whose_contacts_outgrow_the_data_slots_grows_them_in_its_nativ
         sd.rollout(model, standing, v, tau, scene, DT, 3)
         assert scene.cache["data_slot_count"] == MIN_DATA_SLOTS
         spy.answered = 0
-        r = sd.rollout(model, lying, v, forces, scene, DT, 10)
+        r = sd.rollout(model, list(lying), tuple(v), forces, scene, DT, 10)
         answered, count = spy.answered, scene.cache["data_slot_count"]
         _python_road_rollout(monkeypatch, model, standing, v, tau, twin, DT, 3)
         ref = _python_road_rollout(monkeypatch, model, lying, v, forces, twin, DT, 10)

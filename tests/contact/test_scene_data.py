@@ -461,11 +461,12 @@ def test_more_grid_points_than_a_pairs_rows_take_the_contact_objects_road(native
 
 def test_in_data_slots_a_new_slot_key_is_one_native_call_and_grows_when_read(monkeypatch):
     """The arm held up 5 cm, touching only itself, then lying on the floor: the floor's contacts are
-    slot keys the layout has no slots for, which a step in data slots does not read: one native call,
-    the layout as it was, the Python road's step bit for bit (a twin scene that grew its layout on that
-    road); the derivatives there read the per-body slots: the layout grows to the twin's, and they are
-    the twin's bit for bit.  A rollout dropped from 5 mm (the floor's contacts new slot keys from its
-    first step) is one native chain of steps, and the Python road's rollout bit for bit."""
+    slot keys the layout has no slots for, which a step in data slots does not read: one native call
+    (from plain lists and tuples), the layout as it was, the Python road's step bit for bit (a twin
+    scene that grew its layout on that road); the derivatives there read the per-body slots: the
+    layout grows to the twin's, and from then on they are the twin's bit for bit.  A rollout dropped
+    from 5 mm (the floor's contacts new slot keys from its first step) is one native chain of steps,
+    and the Python road's rollout bit for bit."""
     from test_scene_fused import ARM, DT, FLOOR, _Spy, _arm, _python_road, _python_road_rollout, _same
     from sparsedyn.contact import scene_fused
     scene, q, v, tau = _arm()
@@ -476,7 +477,7 @@ def test_in_data_slots_a_new_slot_key_is_one_native_call_and_grows_when_read(mon
     with sd.use_backend("native", deterministic=True):
         first = sd.contact_step(ARM, up, v, tau, scene, DT)        # the Python road: the self pair's slots
         layout, spy.answered = dict(scene.cache["step_slots"]), 0
-        s = sd.contact_step(ARM, q, v, tau, scene, DT)
+        s = sd.contact_step(ARM, list(q), tuple(v), list(tau), scene, DT)        # (plain sequences)
         assert spy.answered == 1 and scene.cache["step_slots"] == layout
         _python_road(monkeypatch, ARM, up, v, tau, twin, DT)
         ref = _python_road(monkeypatch, ARM, q, v, tau, twin, DT)
@@ -488,7 +489,7 @@ def test_in_data_slots_a_new_slot_key_is_one_native_call_and_grows_when_read(mon
         low = q + np.r_[0, 0, 0.005, np.zeros(6)]
         sd.contact_step(ARM, up, v, tau, dropped, DT)              # (its layout: the self pair's)
         spy.answered = 0
-        r = sd.rollout(ARM, low, v, tau, dropped, DT, 80)
+        r = sd.rollout(ARM, list(low), list(v), tuple(tau), dropped, DT, 80)
         chained = spy.answered
         rref = _python_road_rollout(monkeypatch, ARM, low, v, tau, sd.Scene(ARM, world=[FLOOR], friction=0.8),
                                     DT, 80)
