@@ -64,7 +64,8 @@ from .. import backend as bk
 from ..algorithms.configuration import integrate_derivatives
 from ..algorithms.derivatives import derivative_program
 from ..algorithms.kinematics import frame_world_transform, joint_transforms, world_transforms
-from ..algorithms.minv import minv
+from ..algorithms.crba import crba_kernel
+from ..algorithms.ltdl import dof_lambda, ltdl, ltdl_solve, mpyLi
 from ..kernels import Kernel, kernel
 from ..model.spatial import cross3, mtv, mv, pose, symmetric_mv
 from ..symbolic.ad import inline
@@ -339,18 +340,33 @@ def _mm(A, B):
     return bk.matmul(A, B, min_pairs=BLOCK_PAIRS)
 
 
-def _correction_partials(model, q, Minv, JtL):
-    """``(dv_c (nv,), R_c (nv, nv))`` of the position correction whose impulses' joint forces ``J^T l``
-    and their change with ``q`` at fixed ``l`` are ``JtL = (J^T l, d(J^T l)/dq)`` (graph arrays):
+def _inverse_of_factor(model, q):
+    """``(H^-1 (nv, nv), solve)`` at traced ``q`` (``solve(b)``: ``H^-1 b`` (nv,) by substitutions) from
+    the branch-induced sparse factor ``H = L^T D L`` (Featherstone, "Efficient factorization of the
+    joint-space inertia matrix for branched kinematic trees", 2005): ``X = D^-1/2 L^-T`` (the tree's
+    pattern) in straight-line code, then ``H^-1 = X^T X`` one block product (a loop summing its lower
+    triangle): half the straight-line code of the analytical inverse, and the compiled pieces' cost
+    follows the size of their straight-line code."""
+    lam = dof_lambda(model)
+    L, D = ltdl(model.topology, crba_kernel(model, q))
+    Lit = mpyLi(lam, L[None], np.eye(model.nv), unit=True)                     # row r: L^-1 e_r, so L^-T
+    X = (1.0 / bk.sqrt(D))[:, None] * Lit
+    return _mm(X.T, X), lambda b: ltdl_solve(lam, L, D, b)
+
+
+def _correction_partials(model, q, solve, JtL):
+    """``(dv_c (nv,), -R_c (nv, nv))`` of the position correction whose impulses' joint forces ``J^T l``
+    and their change with ``q`` at fixed ``l`` are ``JtL = (J^T l, d(J^T l)/dq)`` (graph arrays), ``solve``
+    :func:`_inverse_of_factor`'s:
     ``dv_c = H^-1 J^T l`` and ``R_c = d(H w - J^T l)/dq`` at ``w = dv_c`` and fixed ``l`` (RNEA's
     derivatives at zero velocity and gravity: ``d(H(q) w)/dq``), whose change of ``dv_c`` with ``q``
     is ``W_c = -H^-1 R_c`` and that of ``J dv_c`` ``C_c = J W_c + d(J w)/dq`` (formed with the step's
     own products in :func:`_program`, on the normal rows)."""
-    nv = Minv.shape[0]
-    dvc = Minv @ JtL[0]
+    nv = model.nv
+    dvc = solve(JtL[0])
     zero = np.zeros(nv, dtype=object) * 0.0
     Tq = rnea_partials(model, q, zero, dvc, None, np.zeros(3, dtype=object) * 0.0)[0]
-    return dvc, Tq - JtL[1]
+    return dvc, JtL[1] - Tq
 
 
 def _program(model, static, optional):
@@ -376,7 +392,7 @@ def _program(model, static, optional):
         w = to_old_axes(model, v_next, dt)
         a = (w - v - gyroscopic(model, v, dt)) / dt - transport(model, v)
         with g.phase("H^-1"):
-            Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
+            Minv, solve = _inverse_of_factor(model, q)
         with g.phase("RNEA's derivatives"):
             Tq, Tv = rnea_partials(model, q, v, a, f_ext[0] if f_ext else None, gravity)
         # the rows' derivative contracted where it is used: d(J w)/dq, d(J dv_c)/dq, d(J^T lambda)/dq and
@@ -388,7 +404,7 @@ def _program(model, static, optional):
         with g.phase("the correction's derivatives"):
             JtL = inline(dprod, [q, geometry, np.zeros((nv, 2)), L])[1]
             JtLc = (J.T @ lc, np.asarray(JtL).reshape(nv, 2, nv)[:, 1])
-            dvc, Rc = _correction_partials(model, q, Minv, JtLc)
+            dvc, nRc = _correction_partials(model, q, solve, JtLc)
         Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dt * (w + dvc)])
         with g.phase("the rows' products' derivatives"):
             dJw, dJtL = (np.asarray(x, dtype=object) for x in inline(dprod, [q, geometry, np.stack([w, dvc], -1), L]))
@@ -399,19 +415,21 @@ def _program(model, static, optional):
         # R3^T [H^-1, (J H^-1)^T] (H^-1 symmetric, node for node) whose compressed rows skip the structural
         # zeros of R3 (RNEA's derivatives: a joint's row is zero off its ancestors and descendants), the
         # same sums in the same order as H^-1 R3 and J H^-1 R3
+        # (the three right sides negated, and the second scaled by dt, where they are formed: the products
+        # then are W's and C's columns as they are used, with no pass over them)
         with g.phase("dense products"):
             JMinv = _mm(J, Minv)
-            R3 = np.concatenate([dt * Tq - Fq, Tv, Rc], -1)
+            R3 = np.concatenate([Fq - dt * Tq, -dt * Tv, nRc], -1)
             MRt = _mm(R3.T, np.concatenate([Minv, JMinv.T], -1))
         MR, JMR = MRt[:, :nv].T, MRt[:, nv:].T
         # free joints: the old axes, the backward gyroscopic term (module transport)
         Tj = dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
-        Wv = np.eye(nv) - dt * MR[:, nv:2 * nv] + Tj
-        W = np.concatenate([-MR[:, :nv], Wv, dt * Minv], -1)
-        Wc = -MR[:, 2 * nv:]
+        Wv = np.eye(nv) + MR[:, nv:2 * nv] + Tj
+        W = np.concatenate([MR[:, :nv], Wv, dt * Minv], -1)
+        Wc = MR[:, 2 * nv:]
         Cc = np.zeros((m, nv), dtype=object)             # (the normal rows alone: all the correction reads)
-        Cc[2::3] = -JMR[2::3, 2 * nv:] + dJw[2::3, 1]
-        C = np.concatenate([-JMR[:, :nv] + Uq, J - dt * JMR[:, nv:2 * nv] + J @ Tj, dt * JMinv], -1)
+        Cc[2::3] = JMR[2::3, 2 * nv:] + dJw[2::3, 1]
+        C = np.concatenate([JMR[:, :nv] + Uq, J + JMR[:, nv:2 * nv] + J @ Tj, dt * JMinv], -1)
         with g.phase("dense products"):
             G = _mm(J, JMinv.T).T                       # (the sparse rows of J skipped: G's sums, transposed)
         with g.phase("mode system"):
