@@ -17,6 +17,9 @@ _MAX_INLINE = 8
 _PLUS_MINUS = re.compile(r" [+-] ")      # the binary additions of a statement's template
 #: Longest repeated block of statements :func:`_blocks` looks for.
 _MAX_PERIOD = 48
+#: Columns of a block product's row that one pass over the row's entries sums in registers
+#: (:func:`_block_lines`), where a pass per entry stores and reloads the whole row.
+_SUMS = 16
 
 
 def _statements(prog: Program, fn: dict):
@@ -134,24 +137,35 @@ def statement_shapes(prog: Program, limit: int | None = None) -> int:
 
 
 def _block_statement(block, b, base, slot, zero):
-    """The statement of block product ``b`` (``(None, b, (abase, bbase, cbase, end), (A slots,
-    B slots, (n, k, m)))``): its operands gathered into ``A`` (n, k) at ``abase`` and ``B`` (k, m) at
-    ``bbase`` (a structural zero reads the slot ``zero`` of ``0.0``), ``C`` (n, m) at ``cbase``, the
-    workspace's slots in use up to ``end``."""
+    """The statement of block product ``b`` (``(None, b, (abase, bbase, cbase, end), (A slots, B slots,
+    (n, k, m), rows, cols))``): the entries of ``A`` (n, k) that are not structural zeros, row by row, gathered
+    at ``abase`` (``rows`` (n + 1,) where each row's start, ``cols`` their columns; a row of zeros keeps
+    one, the slot ``zero`` of ``0.0``), ``B`` (k, m) at ``bbase`` (a structural zero reads ``zero``),
+    ``C`` (n, m) at ``cbase``, the workspace's slots in use up to ``end``."""
     (n, k), m = block.A.shape, block.B.shape[1]
-    at = [[slot[a] if a >= 0 else zero for a in X.reshape(-1).tolist()] for X in (block.A, block.B)]
-    abase, bbase, cbase = base, base + n * k, base + n * k + k * m
-    return None, b, (abase, bbase, cbase, cbase + n * m), (at[0], at[1], (n, k, m))
+    sa, rows, cols = [], [0], []
+    for row in block.A.tolist():
+        kept = [(l, slot[a]) for l, a in enumerate(row) if a >= 0] or [(0, zero)]
+        cols += [l for l, _ in kept]
+        sa += [x for _, x in kept]
+        rows.append(len(sa))
+    sb = [slot[a] if a >= 0 else zero for a in block.B.reshape(-1).tolist()]
+    abase, bbase = base, base + len(sa)
+    cbase = bbase + k * m
+    return None, b, (abase, bbase, cbase, cbase + n * m), (sa, sb, (n, k, m), rows, cols)
 
 
 def _block_lines(stmt, name, T):
     """``(lines, size)``: the C code of a block statement (:func:`_block_statement`): the gathers,
-    then ``C[i, :] = A[i, 0] B[0, :]`` and ``C[i, :] = C[i, :] + A[i, l] B[l, :]`` for ``l = 1, 2 ...``:
-    every element summed in ``l`` order, the first product first (same roundings as the scalar
-    program where the operands are finite: the structural zeros add ``+-0``).  The product is a
-    function of its own, which GCC vectorizes along the rows (``-O1`` alone does not): each element
-    still sees the same operations in the same order, as ``-ffp-contract=off`` forbids fusing them."""
-    _, _, (abase, bbase, cbase, _), (sa, sb, (n, k, m)) = stmt
+    then per row of ``A`` over its entries that are not structural zeros (compressed rows, as the
+    unrolled shape's :mod:`.emit_blocks`), ``C[i, :] = A[i, l0] B[l0, :]`` and ``C[i, :] = C[i, :] +
+    A[i, l] B[l, :]`` for its next ``l``: every element summed in ``l`` order, the first product first
+    (the products by structural zeros left out add ``+-0``: the same value where the operands are
+    finite), a group of columns at a time in registers (:func:`_row_sums`).  The product is a function
+    of its own, which GCC vectorizes along the rows (``-O1`` alone does not): each element still sees
+    the same operations in the same order, as ``-ffp-contract=off`` forbids fusing them."""
+    _, _, (abase, bbase, cbase, _), (sa, sb, (n, k, m), rows, cols) = stmt
+    W = _SUMS if T == "double" else _SUMS // 4          # (a batch's elements are vectors already)
     fn = "\n".join([
         f"static void {name}(const {T} *restrict a, const {T} *restrict b, {T} *restrict c);",
         "#if defined(__GNUC__) && !defined(__clang__)",
@@ -160,22 +174,41 @@ def _block_lines(stmt, name, T):
         "#endif",
         f"static void {name}(const {T} *restrict a, const {T} *restrict b, {T} *restrict c)",
         "{",
-        f"  for (int i = 0; i < {n}; i++, a += {k}, c += {m}) {{",
-        f"    for (int j = 0; j < {m}; j++) c[j] = a[0] * b[j];",
-        f"    for (int l = 1; l < {k}; l++) {{",
-        f"      const {T} x = a[l];",
-        f"      const {T} *restrict r = b + l * {m};",
-        f"      for (int j = 0; j < {m}; j++) c[j] = c[j] + x * r[j];",
-        "    }", "  }", "}",
+        f"  for (int i = 0; i < {n}; i++, c += {m}) {{",
+        f"    const int p0 = {name}_p[i], e = {name}_p[i + 1];",
+        *_row_sums(name, T, 0, m - m % W, W), *_row_sums(name, T, m - m % W, m, m % W),
+        "  }", "}",
         "#if defined(__GNUC__) && !defined(__clang__)",
         "#pragma GCC pop_options",
         "#endif"])
-    lines = [f"static const int {name}_a[{n * k}] = {{{','.join(map(str, sa))}}};",
-             f"static const int {name}_b[{k * m}] = {{{','.join(map(str, sb))}}};", fn,
-             f"  for (int e = 0; e < {n * k}; e++) w[{abase} + e] = w[{name}_a[e]];",
+    nnz = len(sa)
+    lines = [f"static const int {name}_a[{nnz}] = {{{','.join(map(str, sa))}}};",
+             f"static const int {name}_b[{k * m}] = {{{','.join(map(str, sb))}}};",
+             f"static const int {name}_p[{n + 1}] = {{{','.join(map(str, rows))}}};",
+             f"static const int {name}_l[{nnz}] = {{{','.join(str(l * m) for l in cols)}}};", fn,
+             f"  for (int e = 0; e < {nnz}; e++) w[{abase} + e] = w[{name}_a[e]];",
              f"  for (int e = 0; e < {k * m}; e++) w[{bbase} + e] = w[{name}_b[e]];",
              f"  {name}(w + {abase}, w + {bbase}, w + {cbase});"]
-    return lines, (n * k + k * m) // 16 + 16
+    return lines, (2 * nnz + k * m + n) // 16 + 16
+
+
+def _row_sums(name, T, j0, j1, W):
+    """The C lines of :func:`_block_lines`' product on the columns ``j0 .. j1`` of a row, ``W`` at a
+    time (a whole number of ``W``), each group summed over the row's entries in ``W`` registers and
+    stored once: a trip count the compiler knows, so the sums stay in registers."""
+    if j1 <= j0:
+        return []
+    return [f"    for (int j = {j0}; j < {j1}; j += {W}) {{",
+            f"      {T} s[{W}];",
+            f"      const {T} *restrict r = b + {name}_l[p0] + j;",
+            f"      for (int t = 0; t < {W}; t++) s[t] = a[p0] * r[t];",
+            "      for (int p = p0 + 1; p < e; p++) {",
+            f"        const {T} x = a[p];",
+            f"        r = b + {name}_l[p] + j;",
+            f"        for (int t = 0; t < {W}; t++) s[t] = s[t] + x * r[t];",
+            "      }",
+            f"      for (int t = 0; t < {W}; t++) c[j + t] = s[t];",
+            "    }"]
 
 
 def _blocks(shapes):
