@@ -30,7 +30,7 @@ def test_the_blocks_are_the_routines():
     model, rows, state, gap, weights, correction, modes = _pieces(_box_pressed_into_table)
     nv, m = model.nv, len(rows)
     rows = rows.copy()
-    rows[4, 5 * nv + m + 4] = np.nan
+    rows[4, 5 * nv + m + 1] = np.nan                       # (A's entry of K[4, 4])
     call, par = blocks_call(nv, len(gap), DT)
     got = call(rows, state, np.ascontiguousarray(weights), correction, par)
     assert got[6].tolist() == [2.0] and np.isnan(got[0]).all()

@@ -21,10 +21,10 @@ from test_friction_derivatives import DT, TOL
 from test_scene_derivatives import _box_on_table, _box_pressed_into_table, _hand_scene
 from sparsedyn.contact.friction_derivatives import _state_derivatives
 from sparsedyn.contact.friction_problem import PENETRATION_SLOP
-from sparsedyn.contact.scene_derivatives import scene_step_partials
+from sparsedyn.contact.scene_derivatives import MODE_COLUMNS, mode_equations, scene_step_partials
 from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, slotted_scene_step
 from sparsedyn.kernels import native_function
-from sparsedyn.contact.state_derivatives_native import (native_pinv_solve, native_state_derivatives,
+from sparsedyn.contact.state_derivatives_native import (native_state_derivatives,
                                                         native_states_derivatives, state_derivatives_call)
 
 OPEN = MODE_WEIGHTS["open"]
@@ -114,45 +114,21 @@ def test_sliding_contacts_equal_the_numpy_road(open_slots):
     all corners held, and three (regular)."""
     pieces = _pieces(_box_on_table, open_slots)
     assert pieces[-1].count("slide") == 4 - len(open_slots)
-    nv, m = pieces[0].nv, len(pieces[1])
+    nv = pieces[0].nv
     held = [3 * i + k for i, x in enumerate(pieces[-1]) if x != "open" for k in range(3)]
-    K = pieces[1][:, 5 * nv + m:5 * nv + 2 * m][np.ix_(held, held)]
+    K = _mode_equations(nv, pieces[1])[0][np.ix_(held, held)]
     assert (np.linalg.matrix_rank(K) < len(K)) == (not open_slots)          # four corners: redundant
     assert np.abs(K - K.T).max() > 1e-3 * np.abs(K).max()
     _check(*pieces)
 
 
-def _kappa(A):
-    s = np.linalg.svd(A, compute_uv=False)
-    return s[0] / s[s > 1e-12 * s[0]][-1]
-
-
-def test_the_solves_equal_the_pseudo_inverse():
-    """The routine's two solves against numpy's pinv(A, rcond=1e-12) @ B (the SVD's), to rounding times
-    A's condition on its range squared (B off the range: least squares): the general one on regular,
-    rank-deficient and non-symmetric matrices and the box corners' Delassus matrix (rank 6 of 12); the
-    positive semidefinite one on A = M M^T of every rank (M's singular values over two decades)."""
-    rng = np.random.default_rng(6)
-    model, rows = _pieces(_box_pressed_into_table)[:2]
-    G = rows[:, 5 * model.nv:5 * model.nv + len(rows)]
-    general = [rng.normal(size=(9, 9)), G]
-    for r in (1, 5, 6):
-        general.append(rng.normal(size=(7, r)) @ rng.normal(size=(r, 7)))
-    for A in general:
-        B = rng.normal(size=(len(A), 5))
-        got, ref = native_pinv_solve(A, B, True), np.linalg.pinv(A, rcond=1e-12) @ B
-        kappa = _kappa(A)
-        assert rel_err(got, ref) <= rounding_bound(len(A), kappa * kappa), (A.shape, kappa)
-    for n in (1, 5, 12, 21):
-        for r in sorted({1, max(1, n // 2), n - 1, n} - {0}):
-            U, V = (np.linalg.qr(rng.normal(size=(k, r)))[0] for k in (n, r))
-            M = U * np.logspace(0, -2, r) @ V.T
-            A, B = M @ M.T, rng.normal(size=(n, 3 * n))
-            ref, kappa = np.linalg.pinv(A, rcond=1e-12) @ B, _kappa(A)
-            for general in (False, True):
-                got = native_pinv_solve(A, B, general)
-                assert rel_err(got, ref) <= rounding_bound(n, kappa * kappa), (n, r, general)
-    assert np.array_equal(native_pinv_solve(np.zeros((3, 3)), np.ones((3, 2)), False), np.zeros((3, 2)))
+def _mode_equations(nv, rows):
+    """``(K, R)`` of the pieces' ``rows``: their contacts' blocks of the mode equations (``mode_blocks``) and
+    ``G``, ``C``, ``J``."""
+    at = 5 * nv + len(rows)
+    AB = rows[:, at:at + MODE_COLUMNS]
+    return mode_equations(AB[:, :3].reshape(-1, 3, 3), AB[:, 3:6].reshape(-1, 3, 3), AB[2::3, 6], rows[:, :nv],
+                          rows[:, 5 * nv:at], rows[:, 2 * nv:5 * nv])
 
 
 def test_a_non_finite_system_gives_nan_not_zeros():
@@ -162,7 +138,7 @@ def test_a_non_finite_system_gives_nan_not_zeros():
     model, rows, state, gap, weights, correction, modes = _pieces(_box_pressed_into_table)
     nv, m = model.nv, len(rows)
     rows = rows.copy()
-    rows[4, 5 * nv + m + 4] = np.nan
+    rows[4, 5 * nv + m + 1] = np.nan                       # (A's entry of K[4, 4])
     dv, _, finite = native_state_derivatives(rows, state, weights, correction, nv, DT)
     assert np.isnan(dv).all() and not finite
     assert np.isnan(_state_derivatives(rows, state, gap, modes, correction, nv, DT)[0]).all()
@@ -195,7 +171,7 @@ def test_the_one_state_call_equals_the_routine():
     model, rows, state, gap, weights, correction, modes = _pieces(_box_pressed_into_table)
     nv, m = model.nv, len(rows)
     rows = rows.copy()
-    rows[4, 5 * nv + m + 4] = np.nan
+    rows[4, 5 * nv + m + 1] = np.nan                       # (A's entry of K[4, 4])
     out, rc = state_derivatives_call(nv, len(gap), DT)(rows, state, np.ascontiguousarray(weights), correction)
     assert rc.tolist() == [2.0] and np.isnan(out[0, :, :3 * nv]).all()
 
@@ -216,7 +192,7 @@ def test_a_batch_in_one_call_equals_each_states_routine():
             W[b, b % ns, :3] = OPEN
         if b % 2:                                            # (a corner's correction inactive)
             C[b, (b // 5) % ns] = 0.0
-    R[7, 4, 5 * nv + m + 4] = np.nan
+    R[7, 4, 5 * nv + m + 1] = np.nan                         # (A's entry of K[4, 4])
     dv, dq, rc = native_states_derivatives(R, S, W, C, nv, DT)
     assert dv.shape == dq.shape == (B, nv, 3 * nv) and rc.shape == (B,)
     for b in range(B):

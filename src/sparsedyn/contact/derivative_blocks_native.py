@@ -19,6 +19,7 @@ import numpy as np
 from ..kernels import c_routine, native_function
 from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
+from .scene_derivatives import MODE_COLUMNS
 from .state_derivatives_native import SOURCE as ROUTINE
 from .state_derivatives_native import _work_size
 
@@ -75,7 +76,7 @@ def blocks_call(nv, ns, dt):
     if fast is None:
         return through_ctypes, par
     entry = ctypes.cast(f, ctypes.c_void_p).value
-    k = fast(entry, ((m, 9 * nv + 2 * m), (nv, 7 * nv + 1), (ns, 4), (ns,), (5,)), ((nv, nv),) * 6 + ((1,),),
+    k = fast(entry, ((m, 6 * nv + m + MODE_COLUMNS), (nv, 7 * nv + 1), (ns, 4), (ns,), (5,)), ((nv, nv),) * 6 + ((1,),),
              through_ctypes)
     return k, par
 

@@ -45,7 +45,7 @@ static void sd_spb_run(const double *q, const double *v, const double *vn, const
                        const double *shapes, double *const *b, double *rc)
 {
   long long nv = (long long)par[0], ns = (long long)par[1], m = 3 * ns, kp = SD_SDV_PAD(3 * nv);
-  long long work = (long long)par[4], nrows = m * (9 * nv + 2 * m), nstate = nv * (7 * nv + 1);
+  long long work = (long long)par[4], nrows = m * (6 * nv + m + SD_SDV_AB), nstate = nv * (7 * nv + 1);
   __SIZE_TYPE__ bytes = ((__SIZE_TYPE__)(work + 2 * nv * kp + nrows + nstate + ns) * 8 + 63) / 64 * 64;
   double *w = aligned_alloc(64, bytes);
   if (!w) { rc[0] = -1.0; return; }

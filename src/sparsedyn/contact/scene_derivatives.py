@@ -76,7 +76,8 @@ from .friction_problem import TOUCHING_GAP, _TINY, _Points, _step, _vmax, plane_
 from .scene_geometry import KINDS, ROUND_A, SHAPES, SLIDING, GEOMETRY, slot_geometry_of
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
-__all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "slot_products", "mode_system"]
+__all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "slot_products", "mode_system", "mode_blocks",
+           "mode_equations", "MODE_COLUMNS"]
 
 
 
@@ -286,16 +287,23 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
     ``t = u_t / |u_t|`` the sliding direction of ``u = J v+`` (``vp`` (..., nv)), ``s = 1 / max diag G``
     (the rows that hold velocities in N s, as the others).  ``J`` (..., m, nv), ``G`` (..., m, m), ``gap``
     (..., nc), ``lam`` (..., nc, 3), ``modes`` (..., nc, 4) ``[open, stick, slide, mu]`` (the mode's
-    weight, one of them 1, and the friction coefficient).  Written once for floats (any batch) and
-    traced values (one state)."""
-    symbolic = bk.is_symbolic(J)
-    nc, nv = gap.shape[-1], J.shape[-1]
-    m = 3 * nc
+    weight, one of them 1, and the friction coefficient): :func:`mode_blocks`, then
+    :func:`mode_equations`.  Written once for floats (any batch) and traced values (one state)."""
+    nc = gap.shape[-1]
     u = (J @ vp[..., None])[..., 0].reshape(gap.shape[:-1] + (nc, 3))
-    n_rows = 3 * np.arange(nc) + 2
-    c = C.copy()
-    c[..., n_rows, :nv] = c[..., n_rows, :nv] + (_step(gap - TOUCHING_GAP) / dt)[..., None] * J[..., n_rows, :]
-    d = np.diagonal(G, axis1=-2, axis2=-1)
+    A, B, f = mode_blocks(u, np.diagonal(G, axis1=-2, axis2=-1), gap, lam, modes, dt)
+    return mode_equations(A, B, f, J, G, C)
+
+
+def mode_blocks(u, d, gap, lam, modes, dt):
+    """``(A (..., nc, 3, 3), B (..., nc, 3, 3), f (..., nc))``: each contact's blocks of the mode equations
+    (:func:`mode_system`) at its velocity ``u = J v+`` (..., nc, 3) (contact frame ``[t_x, t_y, n]``),
+    ``d`` (..., 3 nc) the diagonal of ``G``, ``gap`` (..., nc), ``lam`` (..., nc, 3), ``modes`` (..., nc, 4),
+    and the speculative factor ``f`` (``1 / dt`` where a contact is above its plane, ``gap >
+    TOUCHING_GAP``, else 0): ``c`` is ``C`` plus ``f J`` on the normal rows.  What the mode equations
+    need beside ``J``, ``G`` and ``C``: 19 numbers a contact (the native routine forms ``K`` and ``R`` of
+    the held contacts from them, :mod:`~sparsedyn.contact.state_derivatives_native`)."""
+    symbolic = bk.is_symbolic(u)
     top = _vmax([_vmax(list(d)), _TINY]) if symbolic else np.maximum(np.max(d, -1), _TINY)
     scale = (1.0 / top)[..., None, None, None] if not symbolic else 1.0 / top
     op, st, sl, mu = (modes[..., k][..., None, None] for k in range(4))
@@ -311,21 +319,40 @@ def mode_system(J, G, C, gap, vp, lam, modes, dt):
     tn = tx[..., None, None] * e[0, 2] + ty[..., None, None] * e[1, 2]
     A = op * np.eye(3) + sl * (e[0, 0] + e[1, 1] + mu * tn)
     B = scale * (st * np.eye(3) + sl * e[2, 2]) + sl * mu * tt
-    block = (A[..., :, :, None, :] * np.eye(nc)[:, None, :, None]).reshape(gap.shape[:-1] + (m, m))
-    K = block + (B @ G.reshape(gap.shape[:-1] + (nc, 3, m))).reshape(gap.shape[:-1] + (m, m))
-    R = (B @ c.reshape(gap.shape[:-1] + (nc, 3, 3 * nv))).reshape(gap.shape[:-1] + (m, 3 * nv))
+    return A, B, _step(gap - TOUCHING_GAP) / dt
+
+
+def mode_equations(A, B, f, J, G, C):
+    """``(K, R)`` of :func:`mode_system` from the contacts' blocks ``A``, ``B`` (..., nc, 3, 3) and
+    speculative factors ``f`` (..., nc) (:func:`mode_blocks`), the rows ``J`` (..., m, nv), ``G`` (..., m, m)
+    and ``C`` (..., m, 3 nv)."""
+    nc, nv = f.shape[-1], J.shape[-1]
+    m, lead = 3 * nc, f.shape[:-1]
+    n_rows = 3 * np.arange(nc) + 2
+    c = C.copy()
+    c[..., n_rows, :nv] = c[..., n_rows, :nv] + f[..., None] * J[..., n_rows, :]
+    block = (A[..., :, :, None, :] * np.eye(nc)[:, None, :, None]).reshape(lead + (m, m))
+    K = block + (B @ G.reshape(lead + (nc, 3, m))).reshape(lead + (m, m))
+    R = (B @ c.reshape(lead + (nc, 3, 3 * nv))).reshape(lead + (m, 3 * nv))
     return K, R
 
 
 class SlotPartials(NamedTuple):
     """Result of :func:`~sparsedyn.scene_step_partials` (batch shape ``...``; ``m = 3 ns``): ``rows``
-    (..., m, 9 nv + 2 m) ``[J | J H^-1 | C | G | K | R | C_c]`` (``C_c`` on the normal rows, zero on the
-    tangential ones), ``state`` (..., nv, 7 nv + 1) ``[W | dint_dq | dint_ddq | W_c | dv_c | N]`` and ``gap``
-    (..., ns)."""
+    (..., m, 6 nv + m + 7) ``[J | J H^-1 | C | G | A_r B_r f | C_c]`` (``A_r``, ``B_r`` (3 each) the row's of
+    its contact's blocks of the mode equations and ``f`` its speculative factor, :func:`mode_blocks`;
+    ``C_c`` on the normal rows, zero on the tangential ones), ``state`` (..., nv, 7 nv + 1) ``[W | dint_dq |
+    dint_ddq | W_c | dv_c | N]`` and ``gap`` (..., ns)."""
 
     rows: np.ndarray
     state: np.ndarray
     gap: np.ndarray
+
+
+#: The columns of :class:`SlotPartials`' rows that hold :func:`mode_blocks` (``[A_r, B_r, f]``): the mode
+#: equations' ``K`` (m, m) and ``R`` (m, 3 nv) are formed where they are solved, of the held contacts alone
+#: (:func:`mode_equations`), not in the traced program.
+MODE_COLUMNS = 7
 
 
 #: Multiplications from which a traced product of the derivatives' dense linear algebra (``H^-1``
@@ -433,8 +460,9 @@ def _program(model, static, optional):
         with g.phase("dense products"):
             G = _mm(J, JMinv.T).T                       # (the sparse rows of J skipped: G's sums, transposed)
         with g.phase("mode system"):
-            K, R = mode_system(J, G, C, gap, w, lam, modes, dt)
-        rows = np.concatenate([J, JMinv, C, G, K, R, Cc], -1)
+            A, B, f = mode_blocks((J @ w).reshape(ns, 3), np.diagonal(G), gap, lam, modes, dt)
+        blocks = np.concatenate([A.reshape(m, 3), B.reshape(m, 3), np.repeat(f, 3)[:, None]], -1)
+        rows = np.concatenate([J, JMinv, C, G, blocks, Cc], -1)
         state = np.concatenate([W, Dq, Dd, Wc, dvc[:, None], next_axes_jacobian(model, w, dt)], -1)
         return g.program([rows, state, gap], sizes, name="scene_step_partials",
                          input_names=("q", "v", "v_next", "impulses", "correction", "modes", "contact_data", "shapes",
@@ -461,7 +489,7 @@ def _kinds_of(kinds, ns):
 
 
 def _cols(model, frames, **_):
-    return 9 * model.nv + 6 * len(tuple(frames))
+    return 6 * model.nv + 3 * len(tuple(frames)) + MODE_COLUMNS
 
 
 def _state_cols(model, **_):
@@ -495,8 +523,9 @@ def scene_step_partials(model, q, v, v_next, impulses, correction, modes, contac
     ``lambda`` the ``impulses`` (ns, 3)), that of the contact
     velocities ``C = J W + [d(J w)/dq, 0, 0]`` (3 ns, 3 nv) at fixed ``w``, the derivatives of
     ``q (+) dt (w + dv_c)`` (:func:`~sparsedyn.integrate_derivatives`), and ``N = dv_next / dw`` (nv, nv)
-    (:func:`~sparsedyn.contact.transport.next_axes_jacobian`); ``dt`` (1,).  And the mode
-    equations :func:`~sparsedyn.contact.scene_derivatives.mode_system` of the step whose
+    (:func:`~sparsedyn.contact.transport.next_axes_jacobian`); ``dt`` (1,).  And the blocks of the
+    mode equations (:func:`~sparsedyn.contact.scene_derivatives.mode_blocks`, from which
+    :func:`~sparsedyn.contact.scene_derivatives.mode_equations` forms them) of the step whose
     impulses and ``modes`` (ns, 4) are given.  The position correction of the step
     (split impulse), its normal impulses ``correction`` (ns,) (zero where no point penetrates): its
     velocity ``dv_c = H^-1 J_n^T l`` (nv,), and at fixed impulses its change with ``q`` ``W_c`` (nv, nv)

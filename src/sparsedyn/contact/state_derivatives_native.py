@@ -16,19 +16,11 @@ arithmetic at these sizes), written by hand in C (:func:`~sparsedyn.kernels.c_li
 3. ``dq = dt Dd dv_c + [Dq, 0, 0]`` and ``dv+ = N dv`` (the zero entries of the block-diagonal ``N``
    and ``Dd`` skipped).
 
-``pinv(A) B`` as :mod:`~sparsedyn.contact.min_norm` computes it.  Of a positive semidefinite ``A``
-(sticking and open contacts: ``K = s G``; the correction's ``G_AA``), :func:`~sparsedyn.contact.min_norm.psd_solve`'s:
-the Cholesky factorisation with complete pivoting ``P^T A P = U^T U`` of LAPACK's unblocked ``dpstf2``
-(the same pivots and stopping test: the rest's largest diagonal at most
-:data:`~sparsedyn.contact.min_norm.RANK_RCOND` times the trace), then ``P U^-1 U^-T P^T B`` where ``U``
-is square, else ``U_P^T S^-2 U_P B`` with ``S = U U^T`` (``U_P = U P^T``; ``pinv(U^T U) = U^T S^-2 U``).
-Of a general ``A`` (a sliding contact), :func:`~sparsedyn.contact.min_norm.min_norm_solve`'s: QR with
-column pivoting ``A P = Q [R11 R12; 0 R22]`` by Householder reflections, the rank that of the leading
-``R11`` whose diagonal stays above ``RANK_RCOND`` times its first (LAPACK's ``gelsy`` estimates
-``R11``'s condition incrementally: the same rank wherever ``A``'s is not within rounding of the
-cut), ``[R11 R12] = [T 0] Z`` (``dtzrzf``) and ``x = P Z^T [T^-1 (Q^T B)_r; 0]``.  The same results to
-rounding.  A state whose factorisation meets what those functions hand to another solve (no
-positive pivot, a NaN column) is left to the NumPy road (the routine says so).
+``pinv(A) B`` as :mod:`~sparsedyn.contact.min_norm` computes it, by the solves of
+:mod:`~sparsedyn.contact.min_norm_native` (the same results to rounding).  A state whose factorisation meets
+what those functions hand to another solve (no positive pivot, a NaN column) is left to the NumPy road (the
+routine says so).  The held contacts' ``K_HH`` and ``R_H`` are formed here from their blocks
+(:func:`~sparsedyn.contact.scene_derivatives.mode_blocks`, in the pieces' rows).
 """
 
 from __future__ import annotations
@@ -41,69 +33,23 @@ import numpy as np
 from ..kernels import c_library, c_routine, native_function
 from .mesh_plane_loop import _at
 from .min_norm import RANK_RCOND
+from .min_norm_native import SOURCE as SOLVES
+from .min_norm_native import _pad
+from .scene_derivatives import MODE_COLUMNS
 
 __all__ = ["native_state_derivatives", "native_states_derivatives", "state_derivatives_call", "SOURCE"]
 
 #: The C routine ``sd_scene_state_derivatives(nv, ns, rows, state, weights, correction, dt, rcond, out,
-#: work)``: ``rows`` (3 ns, 9 nv + 6 ns) and ``state`` (nv, 7 nv + 1) of :class:`~sparsedyn.SlotPartials`
+#: work)``: ``rows`` (3 ns, 6 nv + 3 ns + 7) and ``state`` (nv, 7 nv + 1) of :class:`~sparsedyn.SlotPartials`
 #: (its ``gap`` not read: the held rows are the modes', the position correction's those of its
 #: impulses), ``weights`` (ns, 4) the slots' ``[open, stick, slide, mu]``,
 #: ``correction`` (ns,) the position correction's normal impulses; writes ``[dv+, dq+]`` (2, nv, kp) to
 #: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``); ``work``: its workspace
 #: (:func:`_work_size` doubles).  Returns 0 (the sum of the results finite), 2 (written, the sum not
 #: finite: an entry or the sum overflowed), -1 where a solve leaves the module's roads (the caller's
-#: NumPy road then).  ``sd_scene_pinv_solve`` is the solves alone (:func:`native_pinv_solve`);
-#: ``sd_scene_state_derivatives_kernel`` the routine in the compiled kernels' calling convention, its
+#: NumPy road then).  ``sd_scene_state_derivatives_kernel`` the routine in the compiled kernels' calling convention, its
 #: workspace its own (:func:`state_derivatives_call`: one state's call without ctypes' conversions).
-SOURCE = r"""
-typedef double sd_sv __attribute__((vector_size(8 * SD_W), aligned(8)));
-/* Rows of the routine's matrices are padded to a multiple of 8 doubles (every SD_W's multiple): whole vectors. */
-#define SD_SDV_PAD(k) (((k) + 7) / 8 * 8)
-
-/* y (k,) += sign sum_l c[l cs] X[l ldx + (0..k)], l = 0 .. p - 1 in order (k a multiple of SD_W; each lane's
-   sum in a register, four vectors at once to hide the additions' latency; no fused multiply-add) */
-static void sd_sdv_rows(long long k, long long p, const double *c, long long cs, const double *X, long long ldx,
-                        double *y, double sign)
-{
-  long long j = 0;
-  for (; j + 4 * SD_W <= k; j += 4 * SD_W) {
-    sd_sv a0 = *(sd_sv *)(y + j), a1 = *(sd_sv *)(y + j + SD_W), a2 = *(sd_sv *)(y + j + 2 * SD_W);
-    sd_sv a3 = *(sd_sv *)(y + j + 3 * SD_W);
-    for (long long l = 0; l < p; l++) {
-      const double *x = X + l * ldx + j;
-      double s = sign * c[l * cs];
-      a0 = a0 + s * *(const sd_sv *)x;
-      a1 = a1 + s * *(const sd_sv *)(x + SD_W);
-      a2 = a2 + s * *(const sd_sv *)(x + 2 * SD_W);
-      a3 = a3 + s * *(const sd_sv *)(x + 3 * SD_W);
-    }
-    *(sd_sv *)(y + j) = a0; *(sd_sv *)(y + j + SD_W) = a1; *(sd_sv *)(y + j + 2 * SD_W) = a2;
-    *(sd_sv *)(y + j + 3 * SD_W) = a3;
-  }
-  for (; j + 2 * SD_W <= k; j += 2 * SD_W) {
-    sd_sv a0 = *(sd_sv *)(y + j), a1 = *(sd_sv *)(y + j + SD_W);
-    for (long long l = 0; l < p; l++) {
-      const double *x = X + l * ldx + j;
-      double s = sign * c[l * cs];
-      a0 = a0 + s * *(const sd_sv *)x;
-      a1 = a1 + s * *(const sd_sv *)(x + SD_W);
-    }
-    *(sd_sv *)(y + j) = a0; *(sd_sv *)(y + j + SD_W) = a1;
-  }
-  for (; j + SD_W <= k; j += SD_W) {
-    sd_sv acc = *(sd_sv *)(y + j);
-    for (long long l = 0; l < p; l++) acc = acc + (sign * c[l * cs]) * *(const sd_sv *)(X + l * ldx + j);
-    *(sd_sv *)(y + j) = acc;
-  }
-}
-
-/* x (k,) /= d (k a multiple of SD_W) */
-static void sd_sdv_div(long long k, double d, double *x)
-{
-  sd_sv dv = (sd_sv){0} + d;
-  for (long long j = 0; j < k; j += SD_W) *(sd_sv *)(x + j) = *(sd_sv *)(x + j) / dv;
-}
-
+SOURCE = f"#define SD_SDV_AB {MODE_COLUMNS}\n" + SOLVES + r"""
 /* Y (n, k) (leading dimension ly, padded) = X's (leading dimension lx) first k columns, zeros after them */
 static void sd_sdv_copy(long long n, long long k, const double *X, long long lx, double *Y, long long ly)
 {
@@ -129,221 +75,6 @@ static void sd_sdv_sparse(long long k, long long n, const double *c, const doubl
   }
 }
 
-/* Solve (U^T U) X = X in place (U (n, n) upper, leading dimension lu; X (n, k), leading dimension k): U^T Y = X,
-   then U X = Y. */
-static void sd_sdv_cholsolve(long long n, long long k, const double *U, long long lu, double *X)
-{
-  for (long long i = 0; i < n; i++) {
-    sd_sdv_rows(k, i, U + i, lu, X, k, X + i * k, -1.0);
-    sd_sdv_div(k, U[i * lu + i], X + i * k);
-  }
-  for (long long i = n - 1; i >= 0; i--) {
-    sd_sdv_rows(k, n - 1 - i, U + i * lu + i + 1, 1, X + (i + 1) * k, k, X + i * k, -1.0);
-    sd_sdv_div(k, U[i * lu + i], X + i * k);
-  }
-}
-
-/* The pivoted Cholesky factorisation of LAPACK's dpstf2 (upper) of A (n, n) (its lower triangle read)
-   into U (n, n), its pivots piv; returns the rank, -1 where dpstf2 finds no positive pivot. */
-static long long sd_sdv_pstf2(long long n, const double *A, double stop, double *U, double *wk, double *wd,
-                              long long *piv)
-{
-  long long pvt = 0;
-  double ajj;
-  for (long long i = 0; i < n; i++)
-    for (long long j = i; j < n; j++) U[i * n + j] = A[j * n + i];
-  ajj = U[0];
-  for (long long i = 1; i < n; i++)
-    if (U[i * n + i] > ajj) { pvt = i; ajj = U[i * n + i]; }
-  if (ajj <= 0.0 || ajj != ajj) return -1;
-  for (long long i = 0; i < n; i++) { wk[i] = 0.0; piv[i] = i; }
-  for (long long j = 0; j < n; j++) {
-    for (long long i = j; i < n; i++) {
-      if (j > 0) wk[i] += U[(j - 1) * n + i] * U[(j - 1) * n + i];
-      wd[i] = U[i * n + i] - wk[i];
-    }
-    if (j > 0) {
-      pvt = j; ajj = wd[j];
-      for (long long i = j + 1; i < n; i++)
-        if (wd[i] > ajj) { pvt = i; ajj = wd[i]; }
-      if (ajj <= stop || ajj != ajj) return j;
-    }
-    if (pvt != j) {
-      double s;
-      long long p;
-      U[pvt * n + pvt] = U[j * n + j];
-      for (long long l = 0; l < j; l++) { s = U[l * n + j]; U[l * n + j] = U[l * n + pvt]; U[l * n + pvt] = s; }
-      for (long long c = pvt + 1; c < n; c++) { s = U[j * n + c]; U[j * n + c] = U[pvt * n + c]; U[pvt * n + c] = s; }
-      for (long long i = j + 1; i < pvt; i++) { s = U[j * n + i]; U[j * n + i] = U[i * n + pvt]; U[i * n + pvt] = s; }
-      s = wk[j]; wk[j] = wk[pvt]; wk[pvt] = s;
-      p = piv[j]; piv[j] = piv[pvt]; piv[pvt] = p;
-    }
-    ajj = sqrt(ajj);
-    U[j * n + j] = ajj;
-    for (long long c = j + 1; c < n; c++) {
-      double s = 0.0;
-      for (long long l = 0; l < j; l++) s += U[l * n + j] * U[l * n + c];
-      U[j * n + c] = (U[j * n + c] - s) * (1.0 / ajj);
-    }
-  }
-  return n;
-}
-
-/* x (n, k) = pinv(A) B of a symmetric positive semidefinite A (n, n) (its lower triangle read), as
-   min_norm.psd_solve; B, x (n, k) at leading dimension k (a multiple of 8); work: 2 n n + 2 n k + 3 n doubles.
-   0, or -1 where psd_solve takes its general road. */
-static int sd_sdv_psd(long long n, long long k, const double *A, const double *B, double *x, double *w, double rcond)
-{
-  double top = 0.0;
-  for (long long i = 0; i < n; i++) top += A[i * n + i];
-  if (!(top > 0.0 && top < __builtin_inf())) {
-    double f = top == 0.0 ? 0.0 : __builtin_nan("");
-    for (long long i = 0; i < n * k; i++) x[i] = f;
-    return 0;
-  }
-  double *U = w, *S = U + n * n, *t = S + n * n, *Bp = t + n * k, *wk = Bp + n * k, *wd = wk + n;
-  long long *piv = (long long *)(wd + n);
-  long long r = sd_sdv_pstf2(n, A, rcond * top, U, wk, wd, piv);
-  if (r <= 0) return -1;
-  for (long long i = 0; i < n; i++)                                /* P^T B */
-    for (long long j = 0; j < k; j++) Bp[i * k + j] = B[piv[i] * k + j];
-  if (r == n) {                                   /* regular: x = P U^-1 U^-T P^T B */
-    sd_sdv_cholsolve(n, k, U, n, Bp);
-    for (long long i = 0; i < n; i++)
-      for (long long j = 0; j < k; j++) x[piv[i] * k + j] = Bp[i * k + j];
-    return 0;
-  }
-  /* rank r: x = U_P^T S^-2 U_P B, S = U_r U_r^T (r, r), U_P = U_r P^T (U_r's rows upper trapezoidal) */
-  for (long long a = 0; a < r; a++)
-    for (long long b = a; b < r; b++) {
-      double s = 0.0;
-      for (long long i = b; i < n; i++) s += U[a * n + i] * U[b * n + i];
-      S[a * r + b] = s;
-    }
-  for (long long j = 0; j < r; j++) {             /* S = C^T C, C upper (in S) */
-    double d = S[j * r + j];
-    for (long long l = 0; l < j; l++) d -= S[l * r + j] * S[l * r + j];
-    if (!(d > 0.0)) return -1;
-    d = sqrt(d);
-    S[j * r + j] = d;
-    for (long long c = j + 1; c < r; c++) {
-      double s = S[j * r + c];
-      for (long long l = 0; l < j; l++) s -= S[l * r + j] * S[l * r + c];
-      S[j * r + c] = s / d;
-    }
-  }
-  for (long long a = 0; a < r; a++) {
-    for (long long j = 0; j < k; j++) t[a * k + j] = 0.0;
-    sd_sdv_rows(k, n - a, U + a * n + a, 1, Bp + a * k, k, t + a * k, 1.0);
-  }
-  sd_sdv_cholsolve(r, k, S, r, t);
-  sd_sdv_cholsolve(r, k, S, r, t);
-  for (long long i = 0; i < n; i++) {
-    double *y = x + piv[i] * k;
-    for (long long j = 0; j < k; j++) y[j] = 0.0;
-    sd_sdv_rows(k, i + 1 < r ? i + 1 : r, U + i, n, t, k, y, 1.0);
-  }
-  return 0;
-}
-
-/* (x_h, x_t) -= tau (x_h + v . x_t) (1, v): the reflection I - tau u u^T, u = (1, v), on a vector whose head
-   is x_h and its m other entries x_t at stride xs (v's at stride vs) */
-static void sd_sdv_reflect(long long m, double tau, const double *v, long long vs, double *xh, double *xt, long long xs)
-{
-  double s = *xh;
-  for (long long l = 0; l < m; l++) s += v[l * vs] * xt[l * xs];
-  s *= tau;
-  *xh -= s;
-  for (long long l = 0; l < m; l++) xt[l * xs] -= s * v[l * vs];
-}
-
-/* QR with column pivoting of R (n, n) in place by Householder reflections (LAPACK's dlarfg convention):
-   R P = Q [R11 R12; 0 R22], the reflections' vectors in V's columns (v_j = 1) and tau, the pivots in piv;
-   returns the rank r, the leading R11 whose diagonal stays above rcond times its first, or -1 (a zero
-   matrix, a NaN). */
-static long long sd_sdv_qrcp(long long n, double *R, double *V, double *tau, long long *piv, double rcond)
-{
-  for (long long j = 0; j < n; j++) piv[j] = j;
-  for (long long j = 0; j < n; j++) {
-    long long p = j;                              /* the pivot: the largest remaining column below row j */
-    double best = -1.0;
-    for (long long col = j; col < n; col++) {
-      double s = 0.0;
-      for (long long i = j; i < n; i++) s += R[i * n + col] * R[i * n + col];
-      if (s > best) { best = s; p = col; }
-    }
-    if (!(best >= 0.0)) return -1;
-    if (p != j) {
-      for (long long i = 0; i < n; i++) { double t = R[i * n + j]; R[i * n + j] = R[i * n + p]; R[i * n + p] = t; }
-      long long t = piv[j]; piv[j] = piv[p]; piv[p] = t;
-    }
-    double alpha = R[j * n + j], sig = 0.0;       /* H = I - tau v v^T taking R[j:, j] to (beta, 0, ...) */
-    for (long long i = j + 1; i < n; i++) sig += R[i * n + j] * R[i * n + j];
-    V[j * n + j] = 1.0;
-    tau[j] = 0.0;
-    for (long long i = j + 1; i < n; i++) V[i * n + j] = 0.0;
-    if (sig != 0.0) {
-      double beta = sqrt(alpha * alpha + sig);
-      if (alpha > 0.0) beta = -beta;
-      tau[j] = (beta - alpha) / beta;
-      for (long long i = j + 1; i < n; i++) { V[i * n + j] = R[i * n + j] / (alpha - beta); R[i * n + j] = 0.0; }
-      R[j * n + j] = beta;
-      for (long long col = j + 1; col < n; col++)
-        sd_sdv_reflect(n - 1 - j, tau[j], V + (j + 1) * n + j, n, R + j * n + col, R + (j + 1) * n + col, n);
-    }
-    if (j == 0 && R[0] == 0.0) return -1;
-    if (j > 0 && !(__builtin_fabs(R[j * n + j]) > rcond * __builtin_fabs(R[0]))) return j;
-  }
-  return n;
-}
-
-/* x (n, k) = pinv(A) B of a general A (n, n) (leading dimension n), B and x (n, k) at leading dimension k (a
-   multiple of 8), as min_norm.min_norm_solve (LAPACK's gelsy): sd_sdv_qrcp, the rank r that of its R11
-   (gelsy: R11's condition estimated incrementally; the same rank where A's is not within rounding of the
-   cut), [R11 R12] = [T 0] Z by reflections of its rows (dtzrzf), x = P Z^T [T^-1 (Q^T B)_r; 0].  work:
-   2 n n + n k + 3 n doubles; 0, or -1 where sd_sdv_qrcp finds no column. */
-static int sd_sdv_gen(long long n, long long k, const double *A, const double *B, double *x, double *w, double rcond)
-{
-  double *R = w, *V = R + n * n, *c = V + n * n, *tau = c + n * k;
-  long long *piv = (long long *)(tau + n);
-  for (long long i = 0; i < n * n; i++) R[i] = A[i];
-  for (long long i = 0; i < n * k; i++) c[i] = B[i];
-  long long r = sd_sdv_qrcp(n, R, V, tau, piv, rcond);
-  if (r < 0) return -1;
-  for (long long j = 0; j < r; j++) {             /* c = Q^T B (its first r rows: the first r reflections') */
-    if (tau[j] == 0.0) continue;
-    for (long long col = 0; col < k; col++)
-      sd_sdv_reflect(n - 1 - j, tau[j], V + (j + 1) * n + j, n, c + j * k + col, c + (j + 1) * k + col, k);
-  }
-  /* [R11 R12] = [T 0] Z: row i's reflection on the columns (i, r .. n-1), the last row first (its vector in
-     R's row i, v_i = 1), applied to the rows above */
-  for (long long i = r - 1; i >= 0 && r < n; i--) {
-    double alpha = R[i * n + i], sig = 0.0;
-    for (long long col = r; col < n; col++) sig += R[i * n + col] * R[i * n + col];
-    tau[i] = 0.0;
-    if (sig == 0.0) continue;
-    double beta = sqrt(alpha * alpha + sig);
-    if (alpha > 0.0) beta = -beta;
-    tau[i] = (beta - alpha) / beta;
-    for (long long col = r; col < n; col++) R[i * n + col] /= (alpha - beta);
-    R[i * n + i] = beta;
-    for (long long l = 0; l < i; l++) sd_sdv_reflect(n - r, tau[i], R + i * n + r, 1, R + l * n + i, R + l * n + r, 1);
-  }
-  for (long long i = r - 1; i >= 0; i--) {        /* y = T^-1 c_r, then Z^T [y; 0]: the first row's first */
-    sd_sdv_rows(k, r - 1 - i, R + i * n + i + 1, 1, c + (i + 1) * k, k, c + i * k, -1.0);
-    sd_sdv_div(k, R[i * n + i], c + i * k);
-  }
-  for (long long i = r * k; i < n * k; i++) c[i] = 0.0;
-  for (long long i = 0; i < r && r < n; i++) {
-    if (tau[i] == 0.0) continue;
-    for (long long col = 0; col < k; col++)
-      sd_sdv_reflect(n - r, tau[i], R + i * n + r, 1, c + i * k + col, c + r * k + col, k);
-  }
-  for (long long i = 0; i < n; i++)
-    for (long long col = 0; col < k; col++) x[piv[i] * k + col] = c[i * k + col];
-  return 0;
-}
-
 /* dv (nv, kp) -= T^T R: T (h, nv) = pinv(A) (J H^-1)_idx, so that (J H^-1)_idx^T pinv(A) R comes of a solve
    with nv right sides, not 3 nv (pinv(A) is symmetric); A (h, h), R (h, kp) gathered by the caller */
 static int sd_sdv_held(long long nv, long long h, long long kp, const long long *idx, const double *rows,
@@ -357,11 +88,21 @@ static int sd_sdv_held(long long nv, long long h, long long kp, const long long 
   return 0;
 }
 
-/* x (n, k) = pinv(A) B (k a multiple of 8) by sd_sdv_psd (general = 0) or sd_sdv_gen: the solves alone */
-SD_EXPORT int sd_scene_pinv_solve(long long n, long long k, const double *A, const double *B, double *x, double *w,
-                                  double rcond, long long general)
+/* Row r of the mode equations (scene_derivatives.mode_equations) from the rows (leading dimension lr = 6 nv + m +
+   SD_SDV_AB): K_r (m,) = A_r e_i + B_r G_i and R_r (3 nv, then zeros to kp) = B_r c_i, the row's contact's three
+   rows of G and of C (its normal row plus f J there), A_r, B_r and f in the row's block columns */
+static void sd_sdv_mode_row(long long nv, long long m, long long lr, const double *rows, long long r, double *K,
+                            double *R, long long kp)
 {
-  return general ? sd_sdv_gen(n, k, A, B, x, w, rcond) : sd_sdv_psd(n, k, A, B, x, w, rcond);
+  long long i0 = r - r % 3, k = 3 * nv;
+  const double *ab = rows + r * lr + 5 * nv + m, *G = rows + i0 * lr + 5 * nv, *C = rows + i0 * lr + 2 * nv;
+  const double *Jn = rows + (i0 + 2) * lr;
+  double b0 = ab[3], b1 = ab[4], b2 = ab[5], f = rows[(i0 + 2) * lr + 5 * nv + m + 6];
+  for (long long j = 0; j < m; j++) K[j] = b0 * G[j] + b1 * G[lr + j] + b2 * G[2 * lr + j];
+  for (long long c = 0; c < 3; c++) K[i0 + c] = ab[c] + K[i0 + c];
+  for (long long j = 0; j < nv; j++) R[j] = b0 * C[j] + b1 * C[lr + j] + b2 * (C[2 * lr + j] + f * Jn[j]);
+  for (long long j = nv; j < k; j++) R[j] = b0 * C[j] + b1 * C[lr + j] + b2 * C[2 * lr + j];
+  for (long long j = k; j < kp; j++) R[j] = 0.0;
 }
 
 /* out (2, nv, kp), kp = SD_SDV_PAD(3 nv): dv+ and dq+ (their first 3 nv columns); w its workspace. */
@@ -369,7 +110,7 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
                                          const double *weights, const double *corr, double dt, double rcond,
                                          double *out, double *w)
 {
-  long long m = 3 * ns, k = 3 * nv, kp = SD_SDV_PAD(k), np = SD_SDV_PAD(nv), lr = 9 * nv + 2 * m;
+  long long m = 3 * ns, k = 3 * nv, kp = SD_SDV_PAD(k), np = SD_SDV_PAD(nv), lr = 6 * nv + m + SD_SDV_AB;
   long long ls = 7 * nv + 1, h = 0, na = 0;
   long long *held = (long long *)w, *act = held + m, *sidx = act + m;
   double *sval = w + 2 * m + nv, *dv = sval + nv, *dvc = dv + nv * kp, *Ks = dvc + nv * kp, *Rs = Ks + m * m;
@@ -382,11 +123,10 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
   }
   sd_sdv_copy(nv, k, state, ls, dv, kp);          /* W */
   if (h) {                                        /* dv = W - (J H^-1)_H^T pinv(K_HH) R_H */
-    for (long long a = 0; a < h; a++) {
-      const double *row = rows + held[a] * lr;
+    for (long long a = 0; a < h; a++) {           /* (a row of K in T: free until the solve) */
+      sd_sdv_mode_row(nv, m, lr, rows, held[a], T, Rs + a * kp, kp);
       for (long long b = 0; b < h; b++)             /* K_HH, or its transpose: pinv(K)^T = pinv(K^T) */
-        Ks[a * h + b] = slide ? rows[held[b] * lr + 5 * nv + m + held[a]] : row[5 * nv + m + held[b]];
-      sd_sdv_copy(1, k, row + 5 * nv + 2 * m, 0, Rs + a * kp, kp);
+        Ks[slide ? b * h + a : a * h + b] = T[held[b]];
     }
     if (sd_sdv_held(nv, h, kp, held, rows, lr, Ks, Rs, dv, kp, T, Jh, ws, rcond, slide)) return -1;
   }
@@ -405,7 +145,7 @@ SD_EXPORT int sd_scene_state_derivatives(long long nv, long long ns, const doubl
       for (long long a = 0; a < na; a++) {
         const double *row = rows + act[a] * lr;
         for (long long b = 0; b < na; b++) Ks[a * na + b] = row[5 * nv + act[b]];
-        for (long long j = 0; j < nv; j++) Rs[a * np + j] = row[8 * nv + 2 * m + j] + row[j] / dt;
+        for (long long j = 0; j < nv; j++) Rs[a * np + j] = row[5 * nv + m + SD_SDV_AB + j] + row[j] / dt;
         for (long long j = nv; j < np; j++) Rs[a * np + j] = 0.0;
       }
       /* (its columns the q columns of dv_c: a kp-wide row update over the first np of them) */
@@ -459,7 +199,7 @@ SD_EXPORT void sd_scene_state_derivatives_many(long long B, long long nv, long l
                                                double dt, double rcond, long long work, double *out, double *rc,
                                                int nthreads)
 {
-  long long m = 3 * ns, lr = 9 * nv + 2 * m, ls = 7 * nv + 1, lo = 2 * nv * SD_SDV_PAD(3 * nv);
+  long long m = 3 * ns, lr = 6 * nv + m + SD_SDV_AB, ls = 7 * nv + 1, lo = 2 * nv * SD_SDV_PAD(3 * nv);
   __SIZE_TYPE__ bytes = ((__SIZE_TYPE__)work * 8 + 63) / 64 * 64;
 #ifdef _OPENMP
   #pragma omp parallel for schedule(dynamic, 4) num_threads(nthreads > 0 ? nthreads : 1) if (nthreads > 1 && B > 1)
@@ -480,11 +220,6 @@ def _routine():
     typed on first use, kept by ctypes)."""
     return c_routine(SOURCE, "sd_scene_state_derivatives", [ctypes.c_longlong] * 2 + [ctypes.POINTER(
         ctypes.c_double)] * 4 + [ctypes.c_double] * 2 + [ctypes.POINTER(ctypes.c_double)] * 2, ctypes.c_int)
-
-
-def _pad(k):
-    """``k`` rounded up to a multiple of 8: the routine's rows are whole vectors of any width."""
-    return -(-k // 8) * 8
 
 
 def _work_size(nv, ns):
@@ -517,7 +252,7 @@ def native_state_derivatives(rows, state, weights, correction, nv, dt):
 
 def native_states_derivatives(rows, state, weights, correction, nv, dt):
     """``(dv, dq, rc)`` of a batch of ``B`` states from their :class:`~sparsedyn.SlotPartials` ``rows``
-    (B, 3 ns, 9 nv + 6 ns), ``state`` (B, nv, 7 nv + 1), mode ``weights`` (B, ns, 4) and position
+    (B, 3 ns, 6 nv + 3 ns + 7), ``state`` (B, nv, 7 nv + 1), mode ``weights`` (B, ns, 4) and position
     correction impulses ``correction`` (B, ns): ``dv``, ``dq`` (B, nv, 3 nv) as
     :func:`native_state_derivatives` gives each state's, in one call whose states share the machine's
     cores (where the compiler has OpenMP), and ``rc`` (B,) each state's return code (0: its sum finite,
@@ -561,23 +296,6 @@ def state_derivatives_call(nv, ns, dt):
     lib = c_library(SOURCE)
     entry = ctypes.cast(lib.sd_scene_state_derivatives_kernel, ctypes.c_void_p).value
     m = 3 * ns
-    k = fast(entry, ((m, 9 * nv + 2 * m), (nv, 7 * nv + 1), (ns, 4), (ns,), (5,)), ((2, nv, kp), (1,)), through_ctypes)
+    k = fast(entry, ((m, 6 * nv + m + MODE_COLUMNS), (nv, 7 * nv + 1), (ns, 4), (ns,), (5,)), ((2, nv, kp), (1,)),
+             through_ctypes)
     return lambda rows, state, weights, correction: k(rows, state, weights, correction, par)
-
-
-def native_pinv_solve(A, B, general):
-    """``pinv(A) B`` (n, k) of ``A`` (n, n), ``B`` (n, k) by the routine's solves (module docstring):
-    positive semidefinite ``A`` (its lower triangle read) or, with ``general``, any; None where the
-    routine cannot be built or the solve leaves its road.  (The solves alone, for their tests.)"""
-    f = c_routine(SOURCE, "sd_scene_pinv_solve", [ctypes.c_longlong] * 2 + [ctypes.POINTER(ctypes.c_double)] * 4 + [
-        ctypes.c_double, ctypes.c_longlong], ctypes.c_int)
-    if f is None:
-        return None
-    n, k = len(A), B.shape[1]
-    kp = _pad(k)
-    Bp = np.zeros((n, kp))
-    Bp[:, :k] = B
-    x = np.empty((n, kp))
-    rc = f(n, kp, _at(np.array(A, float)), _at(Bp), _at(x), _at(np.empty(2 * n * n + 2 * n * kp + 3 * n)), RANK_RCOND,
-           int(general))
-    return None if rc else x[:, :k]
