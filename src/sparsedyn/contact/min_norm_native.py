@@ -13,8 +13,9 @@ column pivoting ``A P = Q [R11 R12; 0 R22]`` by Householder reflections, the ran
 ``R11`` whose diagonal stays above ``RANK_RCOND`` times its first (LAPACK's ``gelsy`` estimates
 ``R11``'s condition incrementally: the same rank wherever ``A``'s is not within rounding of the
 cut), ``[R11 R12] = [T 0] Z`` (``dtzrzf``) and ``x = P Z^T [T^-1 (Q^T B)_r; 0]``.  The same results to
-rounding.  A reflection updates the rows below it row by row in vectors, each column's sums in the
-order of one column at a time (the same results bit for bit, without strided reads).  A factorisation
+rounding.  A reflection updates the rows below it, and the factorisation forms a row's sums over the
+rows above it, row by row in vectors, each column's sums in the order of one column at a time (the same
+results bit for bit, without strided reads).  A factorisation
 that meets what those functions hand to another solve (no positive pivot, a NaN column) returns -1.
 """
 
@@ -132,11 +133,14 @@ static long long sd_sdv_pstf2(long long n, const double *A, double stop, double 
     }
     ajj = sqrt(ajj);
     U[j * n + j] = ajj;
-    for (long long c = j + 1; c < n; c++) {
-      double s = 0.0;
-      for (long long l = 0; l < j; l++) s += U[l * n + j] * U[l * n + c];
-      U[j * n + c] = (U[j * n + c] - s) * (1.0 / ajj);
-    }
+    /* row j: the sums over the rows above, row by row in vectors (each column's in order), in wd (the next
+       column's pass writes it afresh) */
+    long long c0 = j + 1, kv = (n - c0) - (n - c0) % SD_W;
+    for (long long c = c0; c < n; c++) wd[c] = 0.0;
+    sd_sdv_rows(kv, j, U + j, n, U + c0, n, wd + c0, 1.0);
+    for (long long c = c0 + kv; c < n; c++)
+      for (long long l = 0; l < j; l++) wd[c] += U[l * n + j] * U[l * n + c];
+    for (long long c = c0; c < n; c++) U[j * n + c] = (U[j * n + c] - wd[c]) * (1.0 / ajj);
   }
   return n;
 }
