@@ -14,9 +14,9 @@ column pivoting ``A P = Q [R11 R12; 0 R22]`` by Householder reflections, the ran
 ``R11``'s condition incrementally: the same rank wherever ``A``'s is not within rounding of the
 cut), ``[R11 R12] = [T 0] Z`` (``dtzrzf``) and ``x = P Z^T [T^-1 (Q^T B)_r; 0]``.  The same results to
 rounding.  A reflection updates the rows below it, and the factorisation forms a row's sums over the
-rows above it, row by row in vectors, each column's sums in the order of one column at a time (the same
-results bit for bit, without strided reads).  A factorisation
-that meets what those functions hand to another solve (no positive pivot, a NaN column) returns -1.
+rows above it, row by row in vectors: each column's sums keep the order of one column at a time (the same
+results bit for bit, without strided reads).  A factorisation that meets what those functions hand to
+another solve (no positive pivot, a NaN column) returns -1.
 """
 
 from __future__ import annotations

@@ -339,8 +339,9 @@ def mode_equations(A, B, f, J, G, C):
 
 class SlotPartials(NamedTuple):
     """Result of :func:`~sparsedyn.scene_step_partials` (batch shape ``...``; ``m = 3 ns``): ``rows``
-    (..., m, 6 nv + m + 7) ``[J | J H^-1 | C | G | A_r B_r f | C_c]`` (``A_r``, ``B_r`` (3 each) the row's of
-    its contact's blocks of the mode equations and ``f`` its speculative factor, :func:`mode_blocks`;
+    (..., m, 6 nv + m + 7) ``[J | J H^-1 | C | G | A_r B_r f | C_c]`` (``A_r``, ``B_r`` (3 each) the row's
+    entries of its contact's blocks of the mode equations, ``f`` the contact's speculative factor:
+    :func:`mode_blocks`;
     ``C_c`` on the normal rows, zero on the tangential ones), ``state`` (..., nv, 7 nv + 1) ``[W | dint_dq |
     dint_ddq | W_c | dv_c | N]`` and ``gap`` (..., ns)."""
 

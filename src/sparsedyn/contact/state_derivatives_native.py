@@ -47,8 +47,9 @@ __all__ = ["native_state_derivatives", "native_states_derivatives", "state_deriv
 #: ``out`` (their first 3 nv columns; ``kp`` = :func:`_pad` ``(3 nv)``); ``work``: its workspace
 #: (:func:`_work_size` doubles).  Returns 0 (the sum of the results finite), 2 (written, the sum not
 #: finite: an entry or the sum overflowed), -1 where a solve leaves the module's roads (the caller's
-#: NumPy road then).  ``sd_scene_state_derivatives_kernel`` the routine in the compiled kernels' calling convention, its
-#: workspace its own (:func:`state_derivatives_call`: one state's call without ctypes' conversions).
+#: NumPy road then).  ``sd_scene_state_derivatives_kernel`` is the routine in the compiled kernels' calling
+#: convention, its workspace its own (:func:`state_derivatives_call`: one state's call without ctypes'
+#: conversions).
 SOURCE = f"#define SD_SDV_AB {MODE_COLUMNS}\n" + SOLVES + r"""
 /* Y (n, k) (leading dimension ly, padded) = X's (leading dimension lx) first k columns, zeros after them */
 static void sd_sdv_copy(long long n, long long k, const double *X, long long lx, double *Y, long long ly)
