@@ -21,7 +21,7 @@ from test_friction_derivatives import DT, TOL
 from test_scene_derivatives import _box_on_table, _box_pressed_into_table, _hand_scene
 from sparsedyn.contact.friction_derivatives import _state_derivatives
 from sparsedyn.contact.friction_problem import PENETRATION_SLOP
-from sparsedyn.contact.scene_derivatives import MODE_COLUMNS, mode_equations, scene_step_partials
+from sparsedyn.contact.scene_derivatives import rows_mode_equations, scene_step_partials
 from sparsedyn.contact.scene_slotted import MODE_WEIGHTS, slotted_scene_step
 from sparsedyn.kernels import native_function
 from sparsedyn.contact.state_derivatives_native import (native_state_derivatives,
@@ -116,19 +116,10 @@ def test_sliding_contacts_equal_the_numpy_road(open_slots):
     assert pieces[-1].count("slide") == 4 - len(open_slots)
     nv = pieces[0].nv
     held = [3 * i + k for i, x in enumerate(pieces[-1]) if x != "open" for k in range(3)]
-    K = _mode_equations(nv, pieces[1])[0][np.ix_(held, held)]
+    K = rows_mode_equations(pieces[1], nv)[0][np.ix_(held, held)]
     assert (np.linalg.matrix_rank(K) < len(K)) == (not open_slots)          # four corners: redundant
     assert np.abs(K - K.T).max() > 1e-3 * np.abs(K).max()
     _check(*pieces)
-
-
-def _mode_equations(nv, rows):
-    """``(K, R)`` of the pieces' ``rows``: their contacts' blocks of the mode equations (``mode_blocks``) and
-    ``G``, ``C``, ``J``."""
-    at = 5 * nv + len(rows)
-    AB = rows[:, at:at + MODE_COLUMNS]
-    return mode_equations(AB[:, :3].reshape(-1, 3, 3), AB[:, 3:6].reshape(-1, 3, 3), AB[2::3, 6], rows[:, :nv],
-                          rows[:, 5 * nv:at], rows[:, 2 * nv:5 * nv])
 
 
 def test_a_non_finite_system_gives_nan_not_zeros():

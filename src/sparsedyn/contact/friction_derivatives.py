@@ -73,7 +73,7 @@ from .passive_step import passive_derivatives, passive_flag
 from .friction_problem import (_TINY, PENETRATION_SLOP, ContactStep, _model_and_kernels, _positive, contact_problem,
                                point_contacts)
 from .scene import Scene
-from .scene_derivatives import MODE_COLUMNS, mode_equations, mode_system, scene_step_partials
+from .scene_derivatives import MODE_COLUMNS, mode_system, rows_mode_equations, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
 from .derivative_blocks_native import scene_blocks_call
 from .derivative_replay import pieces_kernel
@@ -533,14 +533,13 @@ def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
     """``(dv, dq)`` (nv, 3 nv) of one state of :func:`_scene_derivatives` from its pieces (``rows``
     (3 ns, ...), ``state`` (nv, ...), ``gap`` (ns,): :class:`~sparsedyn.contact.scene_derivatives.SlotPartials`),
     its slots' modes (a list of ns names) and position correction impulses ``correction`` (ns,)."""
-    nc, m = len(gap), 3 * len(gap)
-    J, JMinv, C, G = rows[:, :nv], rows[:, nv:2 * nv], rows[:, 2 * nv:5 * nv], rows[:, 5 * nv:5 * nv + m]
+    m = 3 * len(gap)
+    J, JMinv, G = rows[:, :nv], rows[:, nv:2 * nv], rows[:, 5 * nv:5 * nv + m]
     W, Dq, Dd, N = state[:, :3 * nv], state[:, 3 * nv:4 * nv], state[:, 4 * nv:5 * nv], state[:, 6 * nv + 1:]
-    AB, Cc = rows[:, 5 * nv + m:5 * nv + m + MODE_COLUMNS], rows[:, 5 * nv + m + MODE_COLUMNS:]
     dv = W
     held = [i for i, x in enumerate(modes) if x != "open"]
     if held:                                                    # K dlambda = -R: the solve of R, negated
-        K, R = mode_equations(AB[:, :3].reshape(nc, 3, 3), AB[:, 3:6].reshape(nc, 3, 3), AB[2::3, 6], J, G, C)
+        K, R = rows_mode_equations(rows, nv)
         stick = "slide" not in modes                           # sticking and open alone: K = s G, symmetric
         if len(held) == len(modes):
             dv = W - JMinv.T @ _mode_solve(K, R, stick)
@@ -550,7 +549,8 @@ def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
     # v+ = N w (the new axes), q+ = q (+) dt (w + dv_c)
     if any(x != 0.0 for x in correction.tolist()):             # the position correction's change with q
         dv_c = dv.copy()
-        dv_c[:, :nv] += _correction_derivative(J, JMinv, G, correction, state[:, 5 * nv:6 * nv], Cc, dt)
+        dv_c[:, :nv] += _correction_derivative(J, JMinv, G, correction, state[:, 5 * nv:6 * nv],
+                                               rows[:, 5 * nv + m + MODE_COLUMNS:], dt)
         dq = dt * (Dd @ dv_c)
     else:
         dq = dt * (Dd @ dv)

@@ -77,7 +77,7 @@ from .scene_geometry import KINDS, ROUND_A, SHAPES, SLIDING, GEOMETRY, slot_geom
 from .transport import gyroscopic, gyroscopic_jacobian, next_axes_jacobian, to_old_axes, transport, transport_jacobian
 
 __all__ = ["scene_step_partials", "SlotPartials", "slot_rows", "slot_products", "mode_system", "mode_blocks",
-           "mode_equations", "MODE_COLUMNS"]
+           "mode_equations", "rows_mode_equations", "MODE_COLUMNS"]
 
 
 
@@ -335,6 +335,15 @@ def mode_equations(A, B, f, J, G, C):
     K = block + (B @ G.reshape(lead + (nc, 3, m))).reshape(lead + (m, m))
     R = (B @ c.reshape(lead + (nc, 3, 3 * nv))).reshape(lead + (m, 3 * nv))
     return K, R
+
+
+def rows_mode_equations(rows, nv):
+    """``(K, R)`` of one state's :class:`SlotPartials` ``rows`` (m, 6 nv + m + 7): :func:`mode_equations` of
+    the contacts' blocks and ``J``, ``G``, ``C`` held there."""
+    at = 5 * nv + len(rows)
+    AB = rows[:, at:at + MODE_COLUMNS]
+    return mode_equations(AB[:, :3].reshape(-1, 3, 3), AB[:, 3:6].reshape(-1, 3, 3), AB[2::3, 6], rows[:, :nv],
+                          rows[:, 5 * nv:at], rows[:, 2 * nv:5 * nv])
 
 
 class SlotPartials(NamedTuple):
