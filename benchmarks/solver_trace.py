@@ -24,7 +24,7 @@ from sparsedyn.interop.mujoco import q_from_mujoco, v_from_mujoco
 from sparsedyn.symbolic.loop import next_stage
 
 STAGES = ("dispatch", "factorize", "ADMM", "polish", "check", "Gauss-Seidel", "correction", "correction polish",
-          "Delassus")
+          "Delassus", "first step (warm)", "first step (ADMM)", "first step (later)", "last polish")
 
 
 def traced_run(record):

@@ -7,12 +7,14 @@ mesh's convex hull and the box for each pair it leaves, then the hull vertices o
 one native call (:func:`~sparsedyn.contact.collision._mesh_box_pairs`, collide's own).
 
 On the native road, :func:`mesh_box_step_rows` computes the same rows through a road of collide's
-(:func:`~sparsedyn.contact.mesh_box_road.step_road`: the pairs' broad phase, one routine call on the
-native placements; coal's queries on objects kept per thread, EPA capped as there; the patches, one
-routine call), each pair's cutoff written into the thread's own copy of its tables; where it
-declines (a penetration EPA did not settle under its cap, an answer not finite) the rows above
-answer.  The columns the step reads beyond collide's (the witness on the mesh in its body's axes,
-``n . w_b``) from the row's ``x``, ``d`` and ``n``: ``w_a = x + d n / 2``, ``w_b = x - d n / 2``.
+(:func:`~sparsedyn.contact.mesh_box_road.step_road`: the pairs' cutoffs, their patches' allowances and
+broad phase, and the pairs it keeps, one routine call on the native placements, ``sd_step_road_near``;
+coal's queries on objects kept per thread, EPA capped as there; the patches and the columns the step
+reads beyond collide's, one routine call, ``sd_step_road_rows``), each pair's cutoff written into the
+thread's own copy of its tables; where it declines (a penetration EPA did not settle under its cap, an
+answer not finite) the rows above answer.  The columns beyond collide's (the witness on the mesh in
+its body's axes, ``n . w_b``) come from the row's ``x``, ``d`` and ``n``: ``w_a = x + d n / 2``,
+``w_b = x - d n / 2``.
 
 The plan's other pairs that no road of rows covers (a cylinder on a world box: coal's closest pair
 and the closed-form features of the general road, merged) have no rows: the same broad phase, in the
@@ -28,17 +30,91 @@ import threading
 
 import numpy as np
 
-from ..kernels import native_calls, use_backend
+from ..kernels import c_library, native_calls, use_backend
 from . import mesh_box_loop
 from .collision import _mesh_box_pairs, _plan as _collision_plan, placements
 from .collision_near import NEAR_COLUMNS
 from .mesh_box_loop import near_pairs
-from .mesh_box_road import ROAD_TABLES, _FROM, _GP, _closest, _scratch, step_road
-from .reduction import MAX_PATCH_POINTS, patch_depth
+from .mesh_box_road import ROAD_TABLES, _GP, _closest, _scratch, step_road
+from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH
 
 __all__ = ["mesh_box_rows", "mesh_box_step_rows"]
 
 _F64 = np.dtype(float)
+
+#: The step's two routines on collide's (``mesh_box_loop.SOURCE``): ``sd_step_road_near`` writes the scene pairs'
+#: cutoffs ``cut`` into the road's (by ``rest`` (Q,)) and its slots' (by ``boxes`` (M,)), each slot's patch
+#: allowance (``reduction.patch_depth``; ``dpar = [PATCH_DEPTH, margin]``), the shapes' poses and the broad phase
+#: (``sd_road_near``), then the slots of the pairs it keeps into ``slots`` and returns their count: -1 where it
+#: keeps a pair of no rows (``slot`` -1, ``two`` 0), ``flag[0]`` 1 where it keeps a pair of two boxes (``two`` 1).
+#: ``sd_step_road_rows``: ``sd_road_rows``, then each filled row's witness on the mesh ``w_a = x + d n / 2`` in
+#: its body's axes, ``E R_m^T (w_a - p_m) + r`` (``E`` (M, 3, 3), ``r`` (M, 3): each slot's mesh placed in its
+#: body), and ``n . w_b``, ``w_b = x - d n / 2`` (NumPy's operations in NumPy's order).
+STEP_SOURCE = mesh_box_loop.SOURCE + r"""
+SD_EXPORT long long sd_step_road_near(const void *const *tab, const double *cut, const long long *rest,
+                                      const long long *boxes, const double *dpar, const long long *slot,
+                                      const _Bool *two, const double *Rg, const double *pg, double *R, double *p,
+                                      _Bool *near, long long *slots, long long *flag)
+{
+  const long long *dims = tab[T_DIMS], Q = dims[0], M = dims[4] / MP;
+  double *tcut = (double *)tab[T_CUT], *mcut = (double *)tab[T_MCUT], *depth = (double *)tab[T_DEPTH];
+  for (long long i = 0; i < Q; i++) tcut[i] = cut[rest[i]];
+  for (long long j = 0; j < M; j++) {
+    const double x = (mcut[j] = cut[boxes[j]]) - dpar[1];
+    depth[j] = dpar[0] + 2.0 * (x > 0.0 || x != x ? x : 0.0);
+  }
+  sd_road_near(tab, Rg, pg, R, p, near);
+  long long n = 0, bad = 0;
+  flag[0] = 0;
+  for (long long i = 0; i < Q; i++) {
+    if (!near[i]) continue;
+    if (slot[i] >= 0) slots[n++] = slot[i];
+    else if (!two[i]) bad = 1;
+    if (two[i]) flag[0] = 1;
+  }
+  return bad ? -1 : n;
+}
+
+SD_EXPORT long long sd_step_road_rows(const void *const *tab, long long P, const long long *slot, const double *R,
+                                      const double *p, const double *got, const double *E, const double *r,
+                                      double *out)
+{
+  const long long n = sd_road_rows(tab, P, slot, R, p, got, out);
+  if (n < 0) return n;
+  const long long *dims = tab[T_DIMS], *ms = tab[T_MS], width = dims[5];
+  for (long long j = 0; j < dims[4]; j++) {
+    double *row = out + width * j, h[3], w[3], y[3];
+    if (row[0] == __builtin_inf()) continue;
+    const long long s = j / MP, m = ms[s];
+    const double *Rm = R + 9 * m, *pm = p + 3 * m, *Es = E + 9 * s, *rs = r + 3 * s;
+    for (int c = 0; c < 3; c++) {
+      h[c] = row[0] / 2.0 * row[4 + c];
+      w[c] = (row[1 + c] + h[c]) - pm[c];
+    }
+    for (int i = 0; i < 3; i++) y[i] = (Rm[i] * w[0] + Rm[3 + i] * w[1]) + Rm[6 + i] * w[2];
+    for (int i = 0; i < 3; i++)
+      row[7 + i] = ((Es[3 * i] * y[0] + Es[3 * i + 1] * y[1]) + Es[3 * i + 2] * y[2]) + rs[i];
+    row[10] = ((row[1] - h[0]) * row[4] + (row[2] - h[1]) * row[5]) + (row[3] - h[2]) * row[6];
+  }
+  return n;
+}
+"""
+_V = ctypes.c_void_p
+_STEP_ROUTINES: list = [None, False]
+
+
+def _step_routines():
+    """``(sd_step_road_near, sd_step_road_rows)`` (ctypes, untyped addresses), or None where no C compiler
+    builds them."""
+    if not _STEP_ROUTINES[1]:
+        lib = c_library(STEP_SOURCE)
+        if lib is not None:
+            a, b = lib.sd_step_road_near, lib.sd_step_road_rows
+            a.restype, b.restype = ctypes.c_longlong, ctypes.c_longlong
+            a.argtypes, b.argtypes = [_V] * 14, [_V, ctypes.c_longlong] + [_V] * 7
+            _STEP_ROUTINES[0] = (a, b)
+        _STEP_ROUTINES[1] = True
+    return _STEP_ROUTINES[0]
 
 
 def mesh_box_step_rows(scene, boxes, others, bb, q, cut):
@@ -58,11 +134,12 @@ def mesh_box_step_rows(scene, boxes, others, bb, q, cut):
 
 
 def _step_plan(scene, boxes, others, bb):
-    """``(road, two, per thread, ms, E, r)``: the :class:`~sparsedyn.contact.mesh_box_road.BoxRoad` of the
-    pairs ``boxes``, ``others`` and ``bb``'s (their broad phase in one call), whether each of its pairs is
-    ``bb``'s, each thread's tables (:func:`_thread_tables`), each slot's mesh and its placement in its
-    body (``E`` (M, 3, 3), ``r`` (M, 3)); kept by the scene.  None where its slots are not
-    ``boxes`` in order, each mesh its pair's ``a`` (then :func:`mesh_box_rows`), or it is not built
+    """``(road, per thread, addresses)``: the :class:`~sparsedyn.contact.mesh_box_road.BoxRoad` of the pairs
+    ``boxes``, ``others`` and ``bb``'s (their broad phase in one call), each thread's tables
+    (:func:`_thread_tables`) and the addresses of the arrays the routines read (:data:`STEP_SOURCE`: ``rest``,
+    ``boxes``, ``slot``, ``two`` (whether each of the road's pairs is ``bb``'s), ``E`` (M, 3, 3), ``r`` (M, 3),
+    each slot's mesh placed in its body), the arrays kept with them; kept by the scene.  None where its slots
+    are not ``boxes`` in order, each mesh its pair's ``a`` (then :func:`mesh_box_rows`), or it is not built
     (yet: asked again)."""
     key = "mesh-box step road"
     got = scene.cache.get(key)
@@ -71,15 +148,19 @@ def _step_plan(scene, boxes, others, bb):
     plan = _collision_plan(scene)
     rest = np.unique(np.concatenate([boxes, others, np.zeros(0, int) if bb is None else bb.pair]).astype(int))
     road = step_road(scene, rest, plan["c"], plan["r"], plan["half"])
-    if road is None and (mesh_box_loop._routines() is None or native_calls(scene.model) is None or
-                         native_calls(scene.model).get(_GP) is None):
+    if road is None and (mesh_box_loop._routines() is None or _step_routines() is None or
+                         native_calls(scene.model) is None or native_calls(scene.model).get(_GP) is None):
         return None                                # (not built yet)
     if road is not None and not (np.array_equal(road.rest[road.slot >= 0], boxes) and not road.swap.any()):
         road = None
     plan = None
-    if road is not None:                           # (each slot's mesh, its placement in its body: E, r)
-        plan = (road, ~np.isin(road.rest, np.concatenate([boxes, others])), {}, np.array(road.ms, int),
-                np.array([scene.shapes[i].R for i in road.ms]), np.array([scene.shapes[i].p for i in road.ms]))
+    if road is not None:
+        kept = {"rest": np.ascontiguousarray(road.rest, np.int64), "boxes": np.ascontiguousarray(boxes, np.int64),
+                "slot": np.ascontiguousarray(road.slot, np.int64),
+                "two": np.ascontiguousarray(~np.isin(road.rest, np.concatenate([boxes, others]))),
+                "E": np.ascontiguousarray([scene.shapes[i].R for i in road.ms], float).reshape(-1, 3, 3),
+                "r": np.ascontiguousarray([scene.shapes[i].p for i in road.ms], float).reshape(-1, 3)}
+        plan = (road, {}, {k: x.ctypes.data for k, x in kept.items()}, kept)
     scene.cache[key] = (boxes, plan)
     return plan
 
@@ -89,50 +170,34 @@ def _road_rows(scene, plan, q, cut, boxes):
     scene pairs' cutoffs ``cut`` (P,) and whether a pair of two boxes may be near; None where a pair of
     no rows may touch; False where the road declines."""
     gp = (native_calls(scene.model) or {}).get(_GP)
-    routines = mesh_box_loop._routines()
+    routines = _step_routines()
     if gp is None or routines is None:
         return False
-    road, two, threads, ms, E, r = plan
+    road, threads = plan[0], plan[1]
     me = threading.get_ident()
-    scratch = road.solvers.get(me)
-    if scratch is None:
-        scratch = road.solvers[me] = _scratch(road)
     tables = threads.get(me)
     if tables is None:
-        tables = threads[me] = _thread_tables(scene, road)
-    tab, tcut, mcut, depth, placed, at_placed, out = tables
-    cut.take(road.rest, out=tcut[:len(road.rest)])
-    cut.take(boxes, out=mcut)
-    depth[:] = patch_depth(mcut, scene.margin)
+        tables = threads[me] = _thread_tables(scene, road, plan[2])
+    placed, slots, flag, near_args, rows_args, R, p, out, _ = tables
     gp(q, "collision", out=placed)
-    R, p, near, at = scratch[5]
-    routines[3](tab, *at_placed, *at)
-    close, own = near[:len(road.slot)], road.slot >= 0
-    if (close & ~own & ~two).any():
+    cut = np.ascontiguousarray(cut, float)
+    n = routines[0](near_args[0], cut.ctypes.data, *near_args[1:])
+    if n < 0:
         return None                                # a pair of no rows may touch: the Contact objects' road
-    slot = road.slot.compress(close & own)
-    slots = slot.tolist()
-    got = _closest(road, slots, R, p) if slots else np.zeros(1)
-    n = routines[4](tab, len(slots), _FROM(slot) if slots else None, at[0], at[1], _FROM(got), _FROM(out))
+    got = _closest(road, slots[:n].tolist(), R, p) if n else np.zeros(1)
+    n = routines[1](rows_args[0], n, *rows_args[1:4], got.ctypes.data, *rows_args[4:])
     if n == -1:
         raise MemoryError("mesh-box contacts: no memory for the workspace of the hulls' vertices")
     if n < 0:
         return False
-    rows = out.copy()
-    k = np.flatnonzero(rows[:, 0] != np.inf)
-    if len(k):                                     # w_a in the mesh's body's axes E R_m^T (w_a - p_m) + r, n . w_b
-        x, d, nn = rows[k, 1:4], rows[k, :1], rows[k, 4:7]
-        h = d / 2 * nn
-        s = k // MAX_PATCH_POINTS
-        m = ms.take(s)
-        y = np.einsum("kji,kj->ki", R[m], x + h - p[m])
-        rows[k, 7:10], rows[k, 10] = np.einsum("kij,kj->ki", E[s], y) + r[s], ((x - h) * nn).sum(1)
-    return rows, bool(close[two].any())
+    return out.copy(), bool(flag[0])
 
 
-def _thread_tables(scene, road):
-    """This thread's copy of ``road``'s table of addresses with cutoffs of its own: ``(tab, cut (Q,),
-    mcut (M,), depth (M,), the robot shapes' placements (two arrays), their addresses, rows (M * 4, 11))``."""
+def _thread_tables(scene, road, at):
+    """This thread's tables of ``road``: its table of addresses with cutoffs of its own, the robot shapes'
+    placements (two arrays), the pairs kept (``slots`` (Q,), ``flag`` (1,)) and the routines' arguments
+    (:data:`STEP_SOURCE`) but the cutoffs and coal's answers, the shapes' poses ``R``, ``p`` and the rows
+    (M * 4, 11)."""
     own = {"cut": np.full(max(len(road.rest), 1), -np.inf), "mcut": np.zeros(len(road.ms)),
            "depth": np.zeros(len(road.ms))}
     tab = (ctypes.c_void_p * len(ROAD_TABLES))(*road.tab)
@@ -140,9 +205,18 @@ def _thread_tables(scene, road):
         tab[ROAD_TABLES.index(name)] = x.ctypes.data
     G = len(scene.model.geometry("collision"))
     placed = np.empty((G, 3, 3)), np.empty((G, 3))
-    at = (_FROM(placed[0]), _FROM(placed[1])) if G else (None, None)
+    scratch = road.solvers.get(threading.get_ident())
+    if scratch is None:
+        scratch = road.solvers[threading.get_ident()] = _scratch(road)
+    R, p, near, _ = scratch[5]
     out = np.empty((len(road.ms) * MAX_PATCH_POINTS, NEAR_COLUMNS))
-    return tab, own["cut"], own["mcut"], own["depth"], placed, at, out
+    slots, flag, dpar = np.zeros(max(len(road.rest), 1), np.int64), np.zeros(1, np.int64), \
+        np.array([PATCH_DEPTH, float(scene.margin)])
+    a, t = (lambda x: x.ctypes.data if x.size else None), ctypes.addressof(tab)
+    near_args = (t, at["rest"], at["boxes"], a(dpar), at["slot"], at["two"], a(placed[0]), a(placed[1]), a(R), a(p),
+                 a(near), a(slots), a(flag))
+    rows_args = (t, a(slots), a(R), a(p), at["E"], at["r"], a(out))
+    return placed, slots, flag, near_args, rows_args, R, p, out, (tab, own, dpar)
 
 
 def mesh_box_rows(scene, boxes, q, cut, others=None, other_cut=None):
