@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
+import sparsedyn.contact.box_box_step as box_box_step
 import sparsedyn.contact.scene_data as scene_data
 from conftest import rounding_bound
 from sparsedyn.contact.box_box_road import BoxBoxRoad, box_box_road
@@ -112,10 +113,12 @@ def test_a_steps_rows_from_the_gathered_poses_are_the_placements(monkeypatch, mo
             sd.contact_step(scene.model, _poses(rng, 1)[0], np.zeros(12), tau, scene, dt)
         for q in _poses(rng, 8):
             v = rng.normal(scale=0.2, size=12) if moving else np.zeros(12)
-            monkeypatch.setattr(scene_data, "box_box_poses", gathered)
+            for module in (scene_data, box_box_step):
+                monkeypatch.setattr(module, "box_box_poses", gathered)
             a = sd.contact_step(first.model, q, v, tau, first, dt)
             assert first.cache.get("box-box poses") is not None
-            monkeypatch.setattr(scene_data, "box_box_poses", lambda *args: None)
+            for module in (scene_data, box_box_step):
+                monkeypatch.setattr(module, "box_box_poses", lambda *args: None)
             b = sd.contact_step(second.model, q, v, tau, second, dt)
             for x, y in zip(a, b):
                 if isinstance(x, np.ndarray):

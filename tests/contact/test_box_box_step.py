@@ -1,6 +1,6 @@
 """A step's candidates in a scene of the collision kernel's pairs and pairs of two boxes in four
 native calls (sparsedyn.contact.box_box_step): the general road's (each pair's look-ahead from
-``look_ahead.pair_cutoffs``, the pairs' rows from ``scene_data.box_box_rows``, the kernel's
+``look_ahead.pair_cutoffs``, the pairs' rows from ``box_box_step.box_box_rows``, the kernel's
 candidates; beside them a box and a cylinder's closest pair, coal's), the rows to rounding (the same
 routine on the poses of the native kinematics or of NumPy), the look-ahead to the rounding of its few
 sums; the look-ahead by hand for a cube sliding and turning; a velocity the bodies' kernel declines
@@ -39,6 +39,7 @@ def _general(monkeypatch, scene, mixed, q, v):
     """The general road's candidates (the pairs' poses placed shape by shape: the three calls declined)."""
     with monkeypatch.context() as m:
         m.setattr(scene_data, "box_box_poses", lambda *args: None)
+        m.setattr(box_box_step, "box_box_poses", lambda *args: None)
         return scene_data._mixed_candidates(scene, mixed, q, None, (v, DT))
 
 

@@ -1,8 +1,10 @@
 """A step's candidates of robot meshes on world planes beside the collision kernel's pairs, bound once
 (sparsedyn.contact.mesh_plane_step): ``plane_step_rows`` gives the general road's candidates and
 look-ahead (``scene_data._mixed_candidates`` with it switched off: the step's look-ahead and rows of
-``mesh_plane_step_rows``, the kernel's candidates of ``near_candidates``) bit for bit: the same routine
-and kernel on the same numbers."""
+``mesh_plane_step_rows``, the kernel's candidates of ``near_candidates``, the other pairs' rows of
+``scene_data._other_rows``) bit for bit: the same routines and kernel on the same numbers."""
+
+from functools import partial
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ import sparsedyn as sd
 from sparsedyn.contact import mesh_plane_step, scene_data
 from test_scene import DT
 import test_scene_fused
-from test_scene_fused import _pose, _talos_scene
+from test_scene_fused import FLOOR, _pose, _talos_scene
 
 talos = test_scene_fused.talos                      # (its fixture: talos on a floor, shared)
 
@@ -19,7 +21,7 @@ talos = test_scene_fused.talos                      # (its fixture: talos on a f
 def _general(monkeypatch, scene, mixed, q, v):
     """``_mixed_candidates`` of a step on the general road (this module's road switched off)."""
     with monkeypatch.context() as m:
-        m.setattr(scene_data, "plane_step_rows", lambda *args: None)
+        m.setattr(scene_data, "plane_step_rows", lambda *args, **kwargs: None)
         return scene_data._mixed_candidates(scene, mixed, q, None, (v, DT))
 
 
@@ -74,4 +76,33 @@ def test_other_plans_and_states_decline(talos):
                      (q, huge, DT)):
             assert mesh_plane_step.plane_step_rows(scene, mixed, *args) is None
     with sd.use_backend("numpy"):
+        assert mesh_plane_step.plane_step_rows(scene, mixed, q, v, DT) is None
+
+
+def test_talos_with_a_sole_on_a_box_has_the_general_roads_candidates(talos, monkeypatch):
+    """talos standing with its left sole 2 mm into a world box on the floor (a mesh on a box beside the meshes
+    on the floor and the kernel's pairs): at its pose and at five more velocities the candidates and their
+    look-ahead are the general road's byte for byte, the mesh-box pair's rows among them; without the other
+    pairs' rows (``rest``) the road declines."""
+    model = talos
+    q, v = _pose(model, _talos_scene(model), "standing")
+    R, p = sd.geometry_placements(model, q, "collision")
+    sole = [g.name for g in model.geometry("collision")].index(
+        next(g.name for g in model.geometry("collision") if g.link == "leg_left_6_link"))
+    box = sd.Shape("box", (0.3, 0.2, 0.02), placement=(np.eye(3), (p[sole][0], p[sole][1], -0.008)), name="step")
+    scene = sd.Scene(model, world=[FLOOR, box], self_collision=False)
+    rng = np.random.default_rng(4)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, v, np.zeros(model.nv), scene, DT)           # (the builds, the plan)
+        mixed = scene_data._mixed_plan(scene)[0]
+        assert len(mixed.boxes) and mixed.mesh is not None
+        on_box = np.isin(mixed.pair, mixed.boxes)          # (each row's pair, in the rows' order)
+        for s in range(6):
+            vs = v if s == 0 else v + rng.normal(0.0, 0.2 * s, model.nv)
+            rest = partial(scene_data._other_rows, scene, mixed, q, mesh=True)
+            got = mesh_plane_step.plane_step_rows(scene, mixed, q, vs, DT, rest=rest)
+            want = _general(monkeypatch, scene, mixed, q, vs)
+            assert got is not None and want is not None
+            assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+            assert np.isfinite(got[0][on_box, 0]).sum() >= 3
         assert mesh_plane_step.plane_step_rows(scene, mixed, q, v, DT) is None

@@ -6,7 +6,7 @@ pair of two boxes runs the routine for its look-ahead alone).
 
 The general road of such a scene's step (``scene_data._mixed_candidates``) computes each pair's
 look-ahead (:func:`~sparsedyn.contact.look_ahead.pair_cutoffs`), the pairs of two boxes' rows
-(``scene_data.box_box_rows``: the routine of :mod:`~sparsedyn.contact.box_box_native`, each hit's
+(:func:`box_box_rows`: the routine of :mod:`~sparsedyn.contact.box_box_native`, each hit's
 witness point then turned into its body's frame) and the kernel's candidates, some forty NumPy calls
 of a few microseconds each.  Here the bodies' velocities and the robot's shapes' placements (the
 model's native callables) are written into a buffer laid out once, then one C routine
@@ -25,13 +25,14 @@ from threading import get_ident
 import numpy as np
 
 from ..kernels import native_calls
-from .box_box_native import _PAR, ROWS, routine
+from .box_box_native import _PAR, ROWS, box_box_hits, routine
 from .collision_near import NEAR_COLUMNS, collision_candidates_near
-from .box_box_road import extra_rows, no_boxes
+from .box_box_road import box_box_poses, box_box_road_hits, extra_rows, no_boxes
+from .collision import placements
 from .hull_pairs import shape_poses
 from .look_ahead import _pair_bodies, body_reach
 
-__all__ = ["box_box_step_rows", "step_buffers", "one_state"]
+__all__ = ["box_box_rows", "box_box_step_rows", "step_buffers", "one_state"]
 
 _NEAR, _BV, _GP = collision_candidates_near.__name__, "body_velocities", "geometry_placements"
 _F64 = np.dtype(float)
@@ -146,3 +147,29 @@ def box_box_step_rows(scene, mixed, poses, q, v, dt, fresh=True):
     if not fresh:
         return (rows if order is None else rows.take(order, 0)), within
     return (rows.copy() if order is None else rows.take(order, 0)), within.copy()
+
+
+def box_box_rows(scene, bb, q, cut):
+    """The rows (B * ROWS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns) of the pairs of
+    two boxes of ``bb`` (a :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`) at ``q`` (nq,), each
+    pair's hits within its cutoff ``cut`` (B,) [m] (:func:`~sparsedyn.collide`'s, from the native
+    routine) in its first rows, the other rows' distance +inf; a batch ``q`` (n, nq), ``cut`` (n, B):
+    (n, B * ROWS, 11), state by state."""
+    if np.ndim(q) > 1:
+        return np.stack([box_box_rows(scene, bb, x, c) for x, c in zip(q, cut)]).reshape(
+            np.shape(q)[:-1] + (len(bb.pair) * ROWS, NEAR_COLUMNS))
+    out = np.zeros((len(bb.pair) * ROWS, NEAR_COLUMNS))
+    out[:, 0] = np.inf
+    road = box_box_poses(scene, bb) if type(q) is np.ndarray and q.dtype is _F64 and q.shape == (scene.model.nq,) \
+        else None                                          # (the routine's poses gathered as laid out once)
+    got = None if road is None else box_box_road_hits(scene, road, q, cut)
+    if got is None:
+        R, p = placements(scene, q)
+        got = box_box_hits(R[bb.ia], p[bb.ia], bb.ha, R[bb.ib], p[bb.ib], bb.hb, cut, cut)
+        k = got[0]
+        got = (ROWS * k + np.arange(len(k)) - np.searchsorted(k, k), *got, R[bb.ia[k]], p[bb.ia[k]])
+    at, k, d, wa, wb, n, Ra, pa = got
+    x = (Ra.transpose(0, 2, 1) @ (wa - pa)[:, :, None])[:, :, 0]              # w_a in a's frame, then its body's
+    out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
+    out[at, 7:10], out[at, 10] = (bb.E[k] * x[:, None]).sum(2) + bb.r[k], (n * wb).sum(1)   # (sd_box_box_step's sums)
+    return out

@@ -51,8 +51,7 @@ def _scratch(scene, mixed, q, v):
     model, kp, mesh = scene.model, mixed.kernel, mixed.mesh
     lp = loop_plan(scene) if mesh is not None else None
     K1 = len(kp.pair) if kp.pairs else 0
-    if (lp is None or len(mixed.boxes) or mixed.bb is not None or not np.array_equal(lp.pair, mesh["pairs"])
-            or len(mixed.pair) != K1 + MAX_PATCH_POINTS * len(lp.pair)):
+    if lp is None or not np.array_equal(lp.pair, mesh["pairs"]) or len(mixed.pair) < K1 + MAX_PATCH_POINTS * len(lp.pair):
         got[1][get_ident()] = False
         return False
     lib = c_library(SOURCE)
@@ -80,11 +79,11 @@ def _scratch(scene, mixed, q, v):
     kept = got[1][get_ident()] = (
         f, head, tail, V, R, o, cut, top, rows, rows[:K1] if K1 else None, calls[_FK], calls[_BV], near, kp,
         (model.nq,), (model.nv,), mixed.order, [None, None], (ends, pair, rho, par, lp, pick, table), mixed.pair,
-        within)
+        within, K1 + MAX_PATCH_POINTS * P)
     return kept
 
 
-def plane_step_rows(scene, mixed, q, v, dt, fresh=True):
+def plane_step_rows(scene, mixed, q, v, dt, fresh=True, rest=None):
     """``(rows, within)`` of ``mixed`` (``scene_data``'s plan of the scene's pairs) for a step of
     ``dt`` (a number > 0) from ``q`` (nq,) at ``v`` (nv,) (float64 arrays): the candidates (K, 11)
     as ``scene_data._mixed_candidates`` gives them (the kernel's with the largest look-ahead, then
@@ -95,7 +94,9 @@ def plane_step_rows(scene, mixed, q, v, dt, fresh=True):
     not built, or where the bodies' velocities are not finite: the general road then answers.
     ``fresh`` False: the rows and the look-ahead are this thread's buffers (in the plan's order: new
     rows where it has one), which the next call overwrites, for a caller that reads them before it (a
-    step's native call that keeps nothing of them)."""
+    step's native call that keeps nothing of them).  A plan with more pairs (meshes on world boxes, pairs
+    of two boxes, coal's, height fields') has their rows from ``rest(cut)`` (those rows (k, 11), given every
+    scene pair's look-ahead ``cut`` (Q,), or a list of arrays to join; None: no rows, and so None here)."""
     got = scene.cache.get(_KEY)
     kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
     if kept is None:
@@ -106,7 +107,7 @@ def plane_step_rows(scene, mixed, q, v, dt, fresh=True):
         kept = _scratch(scene, mixed, q, v)
     if not kept or use_backend.current() == "numpy":
         return None
-    f, head, tail, V, R, o, cut, top, rows, kern, fk, bv, near, kp, nq, nv, order, last, _, _, within = kept
+    f, head, tail, V, R, o, cut, top, rows, kern, fk, bv, near, kp, nq, nv, order, last, _, _, within, filled = kept
     if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == nq and type(v) is np.ndarray
             and v.dtype is _F64 and v.shape == nv and type(dt) in (float, int) and 0 < dt < math.inf):
         return None
@@ -128,6 +129,12 @@ def plane_step_rows(scene, mixed, q, v, dt, fresh=True):
         raise MemoryError("mesh-plane contacts: no memory for the routine's workspace")
     if kern is not None:
         near(q, kp.shapes, top, kp.pairs, out=kern)
+    if filled < len(rows):                         # (the plan's other pairs: their rows after these)
+        more = None if rest is None else rest(cut)
+        if more is None:
+            return None
+        if len(more):
+            rows[filled:] = more[0] if len(more) == 1 else np.concatenate(more, -2)
     if not fresh:
         return (rows if order is None else rows.take(order, 0)), within
     return (rows.copy() if order is None else rows.take(order, 0)), within.copy()

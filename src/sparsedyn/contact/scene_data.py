@@ -15,13 +15,15 @@ keyed by the pair of its bodies' slot frames), placed in the scene's slots (the 
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..algorithms.kinematics import forward_kinematics
 from ..kernels import native_calls, use_backend
-from .box_box_native import ROWS, box_box_available, box_box_hits, box_box_plan
-from .box_box_road import box_box_poses, box_box_road_hits
-from .box_box_step import box_box_step_rows, one_state
+from .box_box_native import ROWS, box_box_available, box_box_plan
+from .box_box_road import box_box_poses
+from .box_box_step import box_box_rows, box_box_step_rows, one_state
 from .collision import _bounds, mesh_vertices, placements
 from .collision_hfield import field_pairs, hfield_rows
 from .collision_kernel import kernel_plan
@@ -124,7 +126,7 @@ class _Mixed:
 def _mixed_plan(scene):
     """:func:`_plan`'s tuple for a scene whose pairs the kernel leaves out are all robot meshes on
     world planes (their rows: :func:`mesh_plane_rows`), on world boxes (:func:`mesh_box_rows`),
-    pairs of two boxes (:func:`box_box_rows`, where the native routine is built) or of two convex
+    pairs of two boxes (:func:`~sparsedyn.contact.box_box_step.box_box_rows`, where the native routine is built) or of two convex
     shapes that coal measures (:func:`~sparsedyn.contact.hull_pairs.hull_rows`), its
     first entry a :class:`_Mixed` (with mesh-box pairs, robot-world pairs of no rows too: refused
     where near); None where another pair is left out or a touching body has no frame."""
@@ -248,32 +250,6 @@ def _robot_meshes_on(scene, ks, kind):
     shapes = scene.shapes
     return np.array([shapes[i].kind == "mesh" and shapes[i].body >= 0 and shapes[j].kind == kind and shapes[j].body < 0
                      for i, j in scene.index[ks].tolist()], bool).reshape(-1)
-
-
-def box_box_rows(scene, bb, q, cut):
-    """The rows (B * ROWS, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns) of the pairs of
-    two boxes of ``bb`` (a :class:`~sparsedyn.contact.box_box_native.BoxBoxPlan`) at ``q`` (nq,), each
-    pair's hits within its cutoff ``cut`` (B,) [m] (:func:`~sparsedyn.collide`'s, from the native
-    routine) in its first rows, the other rows' distance +inf; a batch ``q`` (n, nq), ``cut`` (n, B):
-    (n, B * ROWS, 11), state by state."""
-    if np.ndim(q) > 1:
-        return np.stack([box_box_rows(scene, bb, x, c) for x, c in zip(q, cut)]).reshape(
-            np.shape(q)[:-1] + (len(bb.pair) * ROWS, NEAR_COLUMNS))
-    out = np.zeros((len(bb.pair) * ROWS, NEAR_COLUMNS))
-    out[:, 0] = np.inf
-    road = box_box_poses(scene, bb) if type(q) is np.ndarray and q.dtype is _F64 and q.shape == (scene.model.nq,) \
-        else None                                          # (the routine's poses gathered as laid out once)
-    got = None if road is None else box_box_road_hits(scene, road, q, cut)
-    if got is None:
-        R, p = placements(scene, q)
-        got = box_box_hits(R[bb.ia], p[bb.ia], bb.ha, R[bb.ib], p[bb.ib], bb.hb, cut, cut)
-        k = got[0]
-        got = (ROWS * k + np.arange(len(k)) - np.searchsorted(k, k), *got, R[bb.ia[k]], p[bb.ia[k]])
-    at, k, d, wa, wb, n, Ra, pa = got
-    x = (Ra.transpose(0, 2, 1) @ (wa - pa)[:, :, None])[:, :, 0]              # w_a in a's frame, then its body's
-    out[at, 0], out[at, 1:4], out[at, 4:7] = d, (wa + wb) / 2, n
-    out[at, 7:10], out[at, 10] = (bb.E[k] * x[:, None]).sum(2) + bb.r[k], (n * wb).sum(1)   # (sd_box_box_step's sums)
-    return out
 
 
 def _filler(scene, keys, layout):
@@ -405,7 +381,8 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     pair of no rows (``mixed.others``) may touch."""
     kp, mesh = mixed.kernel, mixed.mesh
     got = cutoff is None and ahead is not None and (box_box_step_rows(scene, mixed, box_box_poses, q, *ahead) or
-                                                    plane_step_rows(scene, mixed, q, *ahead))
+                                                    plane_step_rows(scene, mixed, q, *ahead, rest=partial(
+                                                        _other_rows, scene, mixed, q, mesh=True)))
     if got:                                 # (pairs of two boxes, or meshes on planes, beside the kernel's: bound once)
         return got
     spin = look = rows = None
@@ -424,17 +401,34 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     rows = [rows[1]] if rows is not None else [mesh_plane_rows(
         scene, mesh, q, cut[..., mesh["pairs"]], None if spin is None else spin[..., mesh["pairs"], :], look)] \
         if mesh is not None else []
+    more = _other_rows(scene, mixed, q, cut, bool(rows))
+    if more is None:
+        return None
+    rows += more
+    rows = rows[0] if len(rows) == 1 else np.concatenate(rows, -2)
+    if kp.pairs:
+        rows = np.concatenate([near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS)), rows], -2)
+    return rows if mixed.order is None else rows.take(mixed.order, -2), cut.take(mixed.pair, -1)
+
+
+def _other_rows(scene, mixed, q, cut, mesh):
+    """The rows of a :class:`_Mixed` plan's pairs beyond the kernel's and the mesh-plane pairs' at ``q`` (nq,)
+    or (B, nq) with every scene pair's cutoff ``cut`` (P,) or (B, P): those of its robot meshes on world
+    boxes, its pairs of two boxes, coal's pairs and the height fields', a list of arrays (..., k, 11) in that
+    order (``mesh``: whether the plan has mesh-plane rows); None where a pair of no rows may touch or a pair
+    has more hits than its rows."""
+    lead, out = np.shape(q)[:-1], []
     boxes, others, bb_near = mixed.boxes, mixed.others, True
-    if len(boxes) or not (rows or len(mixed.hulls) or len(mixed.fields[0])):   # (else those rows alone)
+    if len(boxes) or not (mesh or len(mixed.hulls) or len(mixed.fields[0])):   # (else those rows alone)
         got = [mesh_box_step_rows(scene, boxes, others, mixed.bb, x, c) for x, c in ([(q, cut)] if not lead else
                                                                                    zip(q, cut))]
         if any(x is None for x in got):
             return None                                    # (a pair of no rows near: mesh_box_rows)
         bb_near = any(x[1] for x in got)                   # (no pair of two boxes within its cutoff: no rows)
         got = [x[0] for x in got]
-        rows.append(got[0] if not lead else np.stack(got) if got else np.zeros(lead + (0, NEAR_COLUMNS)))
+        out.append(got[0] if not lead else np.stack(got) if got else np.zeros(lead + (0, NEAR_COLUMNS)))
     if mixed.bb is not None:
-        rows.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]) if bb_near else
+        out.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]) if bb_near else
                     np.full(lead + (len(mixed.bb.pair) * ROWS, NEAR_COLUMNS), np.inf))
     for rows_of, pairs, n in ((hull_rows, mixed.hulls, len(mixed.hulls)), (hfield_rows, mixed.fields,
                                                                              len(mixed.fields[0]))):
@@ -443,11 +437,8 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
                    ([(q, cut)] if not lead else zip(q, cut))]
             if any(x is None for x in got):
                 return None                                # (a pair with more hits than its rows)
-            rows.append(got[0] if not lead else np.stack(got))
-    rows = rows[0] if len(rows) == 1 else np.concatenate(rows, -2)
-    if kp.pairs:
-        rows = np.concatenate([near_candidates(scene, kp, q, cut).reshape(lead + (-1, NEAR_COLUMNS)), rows], -2)
-    return rows if mixed.order is None else rows.take(mixed.order, -2), cut.take(mixed.pair, -1)
+            out.append(got[0] if not lead else np.stack(got))
+    return out
 
 
 def _step_rows(scene, lp, q, v, dt):
