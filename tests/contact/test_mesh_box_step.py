@@ -18,6 +18,7 @@ import sparsedyn as sd
 from conftest import rounding_bound
 from sparsedyn.contact import mesh_box_road, mesh_box_step, scene_data
 from sparsedyn.contact.collision import placements
+from sparsedyn.contact.hull_pairs import hull_rows
 from sparsedyn.contact.collision_coal import _coal_geometry, _hull_convex
 from sparsedyn.contact.look_ahead import pair_cutoffs
 from test_collision import coal_distance
@@ -53,7 +54,7 @@ def _rows(scene, q, v, road=True):
     mixed = scene_data._mixed_plan(scene)[0]
     cut = pair_cutoffs(scene, q, v, DT)
     if road:
-        got = mesh_box_step.mesh_box_step_rows(scene, mixed.boxes, mixed.others, mixed.bb, q, cut)
+        got = mesh_box_step.mesh_box_step_rows(scene, mixed.boxes, mixed.others, mixed.bb, mixed.hulls, q, cut)
         return None if got is None else got[0]
     return mesh_box_step.mesh_box_rows(scene, mixed.boxes, q, cut[mixed.boxes], mixed.others, cut[mixed.others])
 
@@ -105,7 +106,7 @@ def test_a_step_takes_the_road_with_the_contact_objects_data(monkeypatch):
     with sd.use_backend("native", deterministic=True):
         assert scene_data._mixed_plan(fast) is not None
         assert _as_contact_objects_data(fast, slow, states, monkeypatch) >= 20
-        assert fast.cache["mesh-box step road"][1] is not None
+        assert fast.cache["mesh-box step road"][2] is not None
 
 
 def _ball_over_the_mat():
@@ -161,7 +162,7 @@ def test_a_query_that_epas_cap_stops_gives_the_general_rows(monkeypatch):
         mixed = scene_data._mixed_plan(scene)[0]
         for q, v in states:
             _same_rows(_rows(scene, q, v), _rows(scene, q, v, road=False))
-            plan = mesh_box_step._step_plan(scene, mixed.boxes, mixed.others, mixed.bb)
+            plan = mesh_box_step._step_plan(scene, mixed.boxes, mixed.others, mixed.bb, mixed.hulls)
             declined += mesh_box_step._road_rows(scene, plan, q, pair_cutoffs(scene, q, v, DT), mixed.boxes) is False
     assert declined >= 3
 
@@ -187,3 +188,26 @@ def test_a_batchs_rows_are_each_states_and_a_pair_of_no_rows_near_refuses_the_ba
         near = [q for q, v in states if _rows(low, q, v) is None]
         assert near                                        # (the mat on the box's top: near some of them)
         assert scene_batch.scene_batch_slot_data(low, Q, ahead=(V, DT)) is None
+
+
+def test_coals_pairs_beside_the_road_have_hull_rows_near_the_box_and_away():
+    """A cylinder on the body beside its meshes (its pair with the box coal's: rows of ``hull_rows``): at
+    random poses, near the box and away from it, the rows of the plan's other pairs are the general mesh-box
+    rows and ``hull_rows``'s on the shapes' placements, byte for byte (the road's broad phase tells where
+    none is near: the same test as ``hull_rows``'s, on the same poses and cutoffs)."""
+    scene = _scene(False, ball_offset=(0.2, 0.0, -0.02), ball=("peg", "cylinder", (0.03, 0.1)))
+    states = _states(np.random.default_rng(12), 40)
+    near = 0
+    with sd.use_backend("native", deterministic=True):
+        _rows(scene, *states[0])
+        mixed = scene_data._mixed_plan(scene)[0]
+        assert len(mixed.hulls) and len(mixed.boxes)
+        for q, v in states:
+            cut = pair_cutoffs(scene, q, v, DT)
+            got = scene_data._other_rows(scene, mixed, q, cut, mesh=False)
+            assert len(got) == 2
+            _same_rows(got[0], _rows(scene, q, v, road=False))
+            want = hull_rows(scene, mixed.hulls, *placements(scene, q), cut)
+            assert got[1].tobytes() == want.tobytes()
+            near += bool(np.isfinite(want[:, 0]).any())
+    assert 5 <= near <= len(states) - 5

@@ -46,14 +46,15 @@ _F64 = np.dtype(float)
 #: cutoffs ``cut`` into the road's (by ``rest`` (Q,)) and its slots' (by ``boxes`` (M,)), each slot's patch
 #: allowance (``reduction.patch_depth``; ``dpar = [PATCH_DEPTH, margin]``), the shapes' poses and the broad phase
 #: (``sd_road_near``), then the slots of the pairs it keeps into ``slots`` and returns their count: -1 where it
-#: keeps a pair of no rows (``slot`` -1, ``two`` 0), ``flag[0]`` 1 where it keeps a pair of two boxes (``two`` 1).
+#: keeps a pair of no rows (``slot`` -1, ``kind`` 0), ``flag[k - 1]`` 1 where it keeps a pair of ``kind`` k: 1 two
+#: boxes, 2 coal's (rows of their own).
 #: ``sd_step_road_rows``: ``sd_road_rows``, then each filled row's witness on the mesh ``w_a = x + d n / 2`` in
 #: its body's axes, ``E R_m^T (w_a - p_m) + r`` (``E`` (M, 3, 3), ``r`` (M, 3): each slot's mesh placed in its
 #: body), and ``n . w_b``, ``w_b = x - d n / 2`` (NumPy's operations in NumPy's order).
 STEP_SOURCE = mesh_box_loop.SOURCE + r"""
 SD_EXPORT long long sd_step_road_near(const void *const *tab, const double *cut, const long long *rest,
                                       const long long *boxes, const double *dpar, const long long *slot,
-                                      const _Bool *two, const double *Rg, const double *pg, double *R, double *p,
+                                      const long long *kind, const double *Rg, const double *pg, double *R, double *p,
                                       _Bool *near, long long *slots, long long *flag)
 {
   const long long *dims = tab[T_DIMS], Q = dims[0], M = dims[4] / MP;
@@ -65,12 +66,12 @@ SD_EXPORT long long sd_step_road_near(const void *const *tab, const double *cut,
   }
   sd_road_near(tab, Rg, pg, R, p, near);
   long long n = 0, bad = 0;
-  flag[0] = 0;
+  flag[0] = flag[1] = 0;
   for (long long i = 0; i < Q; i++) {
     if (!near[i]) continue;
     if (slot[i] >= 0) slots[n++] = slot[i];
-    else if (!two[i]) bad = 1;
-    if (two[i]) flag[0] = 1;
+    else if (!kind[i]) bad = 1;
+    if (kind[i]) flag[kind[i] - 1] = 1;
   }
   return bad ? -1 : n;
 }
@@ -117,36 +118,39 @@ def _step_routines():
     return _STEP_ROUTINES[0]
 
 
-def mesh_box_step_rows(scene, boxes, others, bb, q, cut):
-    """``(rows, near)``: :func:`mesh_box_rows` of the pairs ``boxes`` (B,) beside ``others`` (O,) (sorted
-    scene pairs) at ``q`` (nq,) with each scene pair's cutoff ``cut`` (P,) [m], through collide's road
-    of these pairs where it answers (module docstring), and whether a pair of ``bb`` (the scene's pairs
-    of two boxes, rows of their own, or None) may come within its cutoff (the same broad phase; True
-    where not run); None as :func:`mesh_box_rows`."""
+def mesh_box_step_rows(scene, boxes, others, bb, hulls, q, cut):
+    """``(rows, near, near hulls)``: :func:`mesh_box_rows` of the pairs ``boxes`` (B,) beside ``others`` (O,)
+    and ``hulls`` (H,) (sorted scene pairs) at ``q`` (nq,) with each scene pair's cutoff ``cut`` (P,) [m], through collide's
+    road of these pairs where it answers (module docstring), and whether a pair of ``bb`` (the scene's pairs
+    of two boxes, rows of their own, or None), and one of ``hulls`` (coal's pairs, rows of their own), may
+    come within its cutoff (the same broad phase as theirs, on the same poses; True where not run); None as
+    :func:`mesh_box_rows`."""
     if use_backend.current() != "numpy" and type(q) is np.ndarray and q.dtype is _F64 and q.ndim == 1 and \
             q.flags.c_contiguous:                  # (the native placements read q in place)
-        plan = _step_plan(scene, boxes, others, bb)
+        plan = _step_plan(scene, boxes, others, bb, hulls)
         got = False if plan is None else _road_rows(scene, plan, q, np.asarray(cut, float), boxes)
         if got is not False:
             return got
     got = mesh_box_rows(scene, boxes, q, cut[boxes], others, cut[others])
-    return None if got is None else (got, True)
+    return None if got is None else (got, True, True)
 
 
-def _step_plan(scene, boxes, others, bb):
+def _step_plan(scene, boxes, others, bb, hulls):
     """``(road, per thread, addresses)``: the :class:`~sparsedyn.contact.mesh_box_road.BoxRoad` of the pairs
-    ``boxes``, ``others`` and ``bb``'s (their broad phase in one call), each thread's tables
+    ``boxes``, ``others``, ``bb``'s and ``hulls`` (their broad phase in one call), each thread's tables
     (:func:`_thread_tables`) and the addresses of the arrays the routines read (:data:`STEP_SOURCE`: ``rest``,
-    ``boxes``, ``slot``, ``two`` (whether each of the road's pairs is ``bb``'s), ``E`` (M, 3, 3), ``r`` (M, 3),
+    ``boxes``, ``slot``, ``kind`` (1 where a road's pair is ``bb``'s, 2 one of ``hulls``, else 0), ``E``
+    (M, 3, 3), ``r`` (M, 3),
     each slot's mesh placed in its body), the arrays kept with them; kept by the scene.  None where its slots
     are not ``boxes`` in order, each mesh its pair's ``a`` (then :func:`mesh_box_rows`), or it is not built
     (yet: asked again)."""
     key = "mesh-box step road"
     got = scene.cache.get(key)
-    if got is not None and got[0] is boxes:
-        return got[1]
+    if got is not None and got[0] is boxes and got[1] is hulls:
+        return got[2]
     plan = _collision_plan(scene)
-    rest = np.unique(np.concatenate([boxes, others, np.zeros(0, int) if bb is None else bb.pair]).astype(int))
+    two = np.zeros(0, int) if bb is None else bb.pair
+    rest = np.unique(np.concatenate([boxes, others, two, hulls]).astype(int))
     road = step_road(scene, rest, plan["c"], plan["r"], plan["half"])
     if road is None and (mesh_box_loop._routines() is None or _step_routines() is None or
                          native_calls(scene.model) is None or native_calls(scene.model).get(_GP) is None):
@@ -157,18 +161,18 @@ def _step_plan(scene, boxes, others, bb):
     if road is not None:
         kept = {"rest": np.ascontiguousarray(road.rest, np.int64), "boxes": np.ascontiguousarray(boxes, np.int64),
                 "slot": np.ascontiguousarray(road.slot, np.int64),
-                "two": np.ascontiguousarray(~np.isin(road.rest, np.concatenate([boxes, others]))),
+                "kind": np.isin(road.rest, two) + 2 * np.isin(road.rest, hulls).astype(np.int64),
                 "E": np.ascontiguousarray([scene.shapes[i].R for i in road.ms], float).reshape(-1, 3, 3),
                 "r": np.ascontiguousarray([scene.shapes[i].p for i in road.ms], float).reshape(-1, 3)}
         plan = (road, {}, {k: x.ctypes.data for k, x in kept.items()}, kept)
-    scene.cache[key] = (boxes, plan)
+    scene.cache[key] = (boxes, hulls, plan)
     return plan
 
 
 def _road_rows(scene, plan, q, cut, boxes):
     """The rows of :func:`mesh_box_rows` through ``plan``'s road (:func:`_step_plan`'s) at ``q`` with the
-    scene pairs' cutoffs ``cut`` (P,) and whether a pair of two boxes may be near; None where a pair of
-    no rows may touch; False where the road declines."""
+    scene pairs' cutoffs ``cut`` (P,) and whether a pair of two boxes, and one of coal's, may be near; None
+    where a pair of no rows may touch; False where the road declines."""
     gp = (native_calls(scene.model) or {}).get(_GP)
     routines = _step_routines()
     if gp is None or routines is None:
@@ -190,12 +194,12 @@ def _road_rows(scene, plan, q, cut, boxes):
         raise MemoryError("mesh-box contacts: no memory for the workspace of the hulls' vertices")
     if n < 0:
         return False
-    return out.copy(), bool(flag[0])
+    return out.copy(), bool(flag[0]), bool(flag[1])
 
 
 def _thread_tables(scene, road, at):
     """This thread's tables of ``road``: its table of addresses with cutoffs of its own, the robot shapes'
-    placements (two arrays), the pairs kept (``slots`` (Q,), ``flag`` (1,)) and the routines' arguments
+    placements (two arrays), the pairs kept (``slots`` (Q,), ``flag`` (2,)) and the routines' arguments
     (:data:`STEP_SOURCE`) but the cutoffs and coal's answers, the shapes' poses ``R``, ``p`` and the rows
     (M * 4, 11)."""
     own = {"cut": np.full(max(len(road.rest), 1), -np.inf), "mcut": np.zeros(len(road.ms)),
@@ -210,10 +214,10 @@ def _thread_tables(scene, road, at):
         scratch = road.solvers[threading.get_ident()] = _scratch(road)
     R, p, near, _ = scratch[5]
     out = np.empty((len(road.ms) * MAX_PATCH_POINTS, NEAR_COLUMNS))
-    slots, flag, dpar = np.zeros(max(len(road.rest), 1), np.int64), np.zeros(1, np.int64), \
+    slots, flag, dpar = np.zeros(max(len(road.rest), 1), np.int64), np.zeros(2, np.int64), \
         np.array([PATCH_DEPTH, float(scene.margin)])
     a, t = (lambda x: x.ctypes.data if x.size else None), ctypes.addressof(tab)
-    near_args = (t, at["rest"], at["boxes"], a(dpar), at["slot"], at["two"], a(placed[0]), a(placed[1]), a(R), a(p),
+    near_args = (t, at["rest"], at["boxes"], a(dpar), at["slot"], at["kind"], a(placed[0]), a(placed[1]), a(R), a(p),
                  a(near), a(slots), a(flag))
     rows_args = (t, a(slots), a(R), a(p), at["E"], at["r"], a(out))
     return placed, slots, flag, near_args, rows_args, R, p, out, (tab, own, dpar)

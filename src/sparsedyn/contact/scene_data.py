@@ -418,20 +418,24 @@ def _other_rows(scene, mixed, q, cut, mesh):
     order (``mesh``: whether the plan has mesh-plane rows); None where a pair of no rows may touch or a pair
     has more hits than its rows."""
     lead, out = np.shape(q)[:-1], []
-    boxes, others, bb_near = mixed.boxes, mixed.others, True
+    boxes, others, bb_near, hulls_near = mixed.boxes, mixed.others, True, True
     if len(boxes) or not (mesh or len(mixed.hulls) or len(mixed.fields[0])):   # (else those rows alone)
-        got = [mesh_box_step_rows(scene, boxes, others, mixed.bb, x, c) for x, c in ([(q, cut)] if not lead else
-                                                                                   zip(q, cut))]
+        got = [mesh_box_step_rows(scene, boxes, others, mixed.bb, mixed.hulls, x, c) for x, c in
+               ([(q, cut)] if not lead else zip(q, cut))]
         if any(x is None for x in got):
             return None                                    # (a pair of no rows near: mesh_box_rows)
-        bb_near = any(x[1] for x in got)                   # (no pair of two boxes within its cutoff: no rows)
+        # (no pair of two boxes, or of coal's, within its cutoff: no rows; hull_rows's own broad phase)
+        bb_near, hulls_near = any(x[1] for x in got), any(x[2] for x in got)
         got = [x[0] for x in got]
         out.append(got[0] if not lead else np.stack(got) if got else np.zeros(lead + (0, NEAR_COLUMNS)))
     if mixed.bb is not None:
         out.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]) if bb_near else
                     np.full(lead + (len(mixed.bb.pair) * ROWS, NEAR_COLUMNS), np.inf))
-    for rows_of, pairs, n in ((hull_rows, mixed.hulls, len(mixed.hulls)), (hfield_rows, mixed.fields,
-                                                                             len(mixed.fields[0]))):
+    if len(mixed.hulls) and not hulls_near:                # (hull_rows's answer where none is near)
+        out.append(np.zeros(lead + (len(mixed.hulls), NEAR_COLUMNS)))
+        out[-1][..., 0] = np.inf
+    for rows_of, pairs, n in ((hull_rows, mixed.hulls, len(mixed.hulls) * hulls_near),
+                              (hfield_rows, mixed.fields, len(mixed.fields[0]))):
         if n:                                              # (coal's pairs and the height fields': state by state)
             got = [rows_of(scene, pairs, *placements(scene, x), np.ascontiguousarray(c)) for x, c in
                    ([(q, cut)] if not lead else zip(q, cut))]
