@@ -114,3 +114,18 @@ def test_derivatives_that_overflow_are_an_error_naming_the_function():
     with sd.use_backend("numpy"), pytest.raises(NonFiniteResultError, match=r"^contact_step_derivatives: the "
                                                                          r"result \(output 'd[vq]_dq'\) is not finite"):
         sd.contact_step_derivatives(box(), Q, v, np.zeros(6), [sd.Contact("box", "3d", friction=0.5)], 1e-3)
+
+
+@pytest.mark.parametrize("road", ["native", "numpy"])
+def test_a_step_that_overflows_is_an_error_naming_the_step_and_the_state(road):
+    """A box on its four corners moving at 1e200 m/s (a simulation that diverged): the step's velocity
+    overflows double precision, and ``contact_step`` says so, with the largest velocity and joint force of
+    the state, instead of an error about a ``v`` it was not given or NaN handed back; at 1e3 m/s along the
+    floor the box slides on (its velocity, [omega, v] in its axes: friction takes off ``mu g dt``)."""
+    from sparsedyn._checks import NonFiniteResultError
+    with sd.use_backend(road), np.errstate(over="ignore", invalid="ignore"):
+        fast = sd.contact_step(box(), Q, [0, 0, 0, 1e3, 0, 0], np.zeros(6), corners(), 1e-3)
+        assert np.allclose(fast.v, [0, 0, 0, 1e3 - 0.5 * 9.81e-3, 0, 0], rtol=1e-12, atol=1e-9)
+        with pytest.raises(NonFiniteResultError, match=r"^contact_step: the step is not finite for finite inputs "
+                                                       r"\(the largest joint velocity 1e\+200, joint force 0\)"):
+            sd.contact_step(box(), Q, [0, 0, 0, 1e200, 0, 0], [0.0] * 6, corners(), 1e-3)

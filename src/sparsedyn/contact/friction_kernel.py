@@ -473,6 +473,11 @@ def _finish(lay, q, v, tau, settings, *X):
     dq = dt * w + dt * _mv(JMinvT[:, lay.normal], S["l"])
     report = np.concatenate([np.reshape(np.asarray(x), -1) for x in (S["res"], S["it"] + S["polishes"], S["conv"],
                                                                      S["ls"], S["vs"], K["pen"])])
+    if not bk.is_symbolic(dq) and not np.all(np.isfinite(dq)):        # (floats: a state too large for them)
+        raise _checks.NonFiniteResultError(
+            f"contact_step: the step is not finite for finite inputs (the largest joint velocity {_vmax(_abs(v)):.3g}, "
+            f"joint force {_vmax(_abs(tau)):.3g}): too large for double precision; a simulation that diverged (joint "
+            f"gains too stiff for dt) or inputs to scale to physical magnitudes")
     return (integrate.__kernel__.fn(lay.model, q, dq), to_next_axes(lay.model, w, dt), lam.reshape(nc, 3),
             S["u"].reshape(nc, 3), report)
 
