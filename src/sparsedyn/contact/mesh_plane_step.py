@@ -12,7 +12,9 @@ untyped ctypes function of its own, ``sd_step_rows_packed``, its arguments one t
 ``sd_step_rows`` after its check of the velocities' sum, then the kernel's cutoff and each
 candidate's look-ahead written in the same call):
 the same routine on the same numbers, the same kernel call with the same cutoff, so the same rows
-bit for bit.
+bit for bit.  A scene with more pairs (robot meshes on world boxes, pairs of two boxes, coal's pairs,
+height fields) takes this road too: their rows (``scene_data._other_rows``, from the look-ahead the
+routine wrote) fill the buffer's rows after these.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def plane_step_rows(scene, mixed, q, v, dt, fresh=True, rest=None):
     as ``scene_data._mixed_candidates`` gives them (the kernel's with the largest look-ahead, then
     each mesh-plane pair's :data:`~sparsedyn.contact.reduction.MAX_PATCH_POINTS` rows of
     :func:`~sparsedyn.contact.mesh_plane_loop.mesh_plane_step_rows`, in the plan's order) and each
-    one's pair's look-ahead (K,) [m], new arrays; None where the plan has other pairs, where ``q``,
+    one's pair's look-ahead (K,) [m], new arrays; None where the plan has no mesh-plane pairs, where ``q``,
     ``v`` or ``dt`` is not one state's, on the NumPy backend, where a routine or a native callable is
     not built, or where the bodies' velocities are not finite: the general road then answers.
     ``fresh`` False: the rows and the look-ahead are this thread's buffers (in the plan's order: new
