@@ -22,7 +22,7 @@ from ..kernels import native_calls, native_function
 from . import mesh_box_loop
 from .box_box_road import BoxBoxRoad, _table_scratch, extra_rows
 from .collision_near import NEAR_COLUMNS
-from .mesh_box_road import _FROM, _GP, BoxRoad, _closest, _scratch
+from .mesh_box_road import _FROM, _GP, BoxRoad, _scratch, closest_call
 from .mesh_plane_loop import mesh_plane_loop_rows, mesh_plane_rows_call
 
 __all__ = ["QUICK", "quick_collide"]
@@ -170,7 +170,7 @@ def _box_road_rows(scene, road):
         scratch = road.solvers[threading.get_ident()] = _scratch(road)
     R, p, near, at = scratch[5]
     near, all_slots, tab, none = near[:len(road.slot)], road.slot, road.tab, np.zeros(1)
-    closest = _queries(road, scratch) or (lambda slots: _closest(road, slots, R, p))
+    closest = closest_call(road, scratch)
 
     def rows(q):
         if f is not None:
@@ -190,37 +190,3 @@ def _box_road_rows(scene, road):
             raise MemoryError("mesh-box contacts: no memory for the workspace of the hulls' vertices")
         return out if n >= 0 else None
     return rows
-
-
-def _queries(road, scratch):
-    """:func:`~sparsedyn.contact.mesh_box_road._closest` of this thread's ``scratch`` (``_scratch``'s) as a
-    function of the slots, each slot's query bound once: its coal objects, the placements to fill
-    (views of the thread's poses ``R``, ``p``: the numbers ``_query`` reads) and its result's view;
-    None where coal hands out no views of its results (then ``_closest`` itself)."""
-    per, tm0, tb0, req, blocks, (R, p, _, _) = scratch
-    if blocks is None:
-        return None
-    bound = []
-    for (fn, res, _, tm, tb, m, b), block in zip(per, blocks):
-        bound.append((fn, res, tm0 if tm is None else tm, tb0 if tb is None else tb,
-                      (R[m], p[m]) if tm is None else None, (R[b], p[b]) if tb is None else None, block))
-    picks, cat = {}, np.concatenate
-
-    def closest(slots):
-        rows = []
-        for s in slots:
-            fn, res, tm, tb, at_m, at_b, block = bound[s]
-            if at_m is not None:
-                tm.setTransform(*at_m)
-            if at_b is not None:
-                tb.setTransform(*at_b)
-            res.clear()
-            fn(tm, tb, req, res)
-            rows.append(block)
-        P = len(slots)
-        pick = picks.get(P)
-        if pick is None:                           # [d, n, a, w] per slot -> a's, w's, n's, d's
-            k = 10 * np.arange(P)[:, None]
-            pick = picks[P] = cat([(k + c).ravel() for c in ((4, 5, 6), (7, 8, 9), (1, 2, 3), (0,))])
-        return cat(rows).take(pick)
-    return closest

@@ -250,6 +250,40 @@ def _closest(road, slots, R, p):
     return np.concatenate([blocks[s] for s in slots]).take(pick)
 
 
+def closest_call(road, scratch):
+    """:func:`_closest` of this thread's ``scratch`` (:func:`_scratch`'s) as a function of the slots, each
+    slot's query bound once: its coal objects, the placements to fill (views of the thread's poses ``R``,
+    ``p``: the numbers :func:`_query` reads) and its result's view; where coal hands out no views of its
+    results, :func:`_closest` itself."""
+    per, tm0, tb0, req, blocks, (R, p, _, _) = scratch
+    if blocks is None:
+        return lambda slots: _closest(road, slots, R, p)
+    bound = []
+    for (fn, res, _, tm, tb, m, b), block in zip(per, blocks):
+        bound.append((fn, res, tm0 if tm is None else tm, tb0 if tb is None else tb,
+                      (R[m], p[m]) if tm is None else None, (R[b], p[b]) if tb is None else None, block))
+    picks, cat = {}, np.concatenate
+
+    def closest(slots):
+        rows = []
+        for s in slots:
+            fn, res, tm, tb, at_m, at_b, block = bound[s]
+            if at_m is not None:
+                tm.setTransform(*at_m)
+            if at_b is not None:
+                tb.setTransform(*at_b)
+            res.clear()
+            fn(tm, tb, req, res)
+            rows.append(block)
+        P = len(slots)
+        pick = picks.get(P)
+        if pick is None:                           # [d, n, a, w] per slot -> a's, w's, n's, d's
+            k = 10 * np.arange(P)[:, None]
+            pick = picks[P] = cat([(k + c).ravel() for c in ((4, 5, 6), (7, 8, 9), (1, 2, 3), (0,))])
+        return cat(rows).take(pick)
+    return closest
+
+
 def _closest_copied(per, tm0, tb0, req, slots, R, p):
     """:func:`_closest` through coal's accessors (where its result's fields are not laid out as
     :func:`_blocks` reads them)."""

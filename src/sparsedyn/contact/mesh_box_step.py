@@ -35,7 +35,7 @@ from . import mesh_box_loop
 from .collision import _mesh_box_pairs, _plan as _collision_plan, placements
 from .collision_near import NEAR_COLUMNS
 from .mesh_box_loop import near_pairs
-from .mesh_box_road import ROAD_TABLES, _GP, _closest, _scratch, step_road
+from .mesh_box_road import ROAD_TABLES, _GP, _scratch, closest_call, step_road
 from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH
 
 __all__ = ["mesh_box_rows", "mesh_box_step_rows"]
@@ -182,13 +182,13 @@ def _road_rows(scene, plan, q, cut, boxes):
     tables = threads.get(me)
     if tables is None:
         tables = threads[me] = _thread_tables(scene, road, plan[2])
-    placed, slots, flag, near_args, rows_args, R, p, out, _ = tables
+    placed, slots, flag, near_args, rows_args, closest, out, _ = tables
     gp(q, "collision", out=placed)
     cut = np.ascontiguousarray(cut, float)
     n = routines[0](near_args[0], cut.ctypes.data, *near_args[1:])
     if n < 0:
         return None                                # a pair of no rows may touch: the Contact objects' road
-    got = _closest(road, slots[:n].tolist(), R, p) if n else np.zeros(1)
+    got = closest(slots[:n].tolist()) if n else np.zeros(1)
     n = routines[1](rows_args[0], n, *rows_args[1:4], got.ctypes.data, *rows_args[4:])
     if n == -1:
         raise MemoryError("mesh-box contacts: no memory for the workspace of the hulls' vertices")
@@ -200,8 +200,8 @@ def _road_rows(scene, plan, q, cut, boxes):
 def _thread_tables(scene, road, at):
     """This thread's tables of ``road``: its table of addresses with cutoffs of its own, the robot shapes'
     placements (two arrays), the pairs kept (``slots`` (Q,), ``flag`` (2,)) and the routines' arguments
-    (:data:`STEP_SOURCE`) but the cutoffs and coal's answers, the shapes' poses ``R``, ``p`` and the rows
-    (M * 4, 11)."""
+    (:data:`STEP_SOURCE`) but the cutoffs and coal's answers, coal's queries of the slots
+    (:func:`~sparsedyn.contact.mesh_box_road.closest_call`) and the rows (M * 4, 11)."""
     own = {"cut": np.full(max(len(road.rest), 1), -np.inf), "mcut": np.zeros(len(road.ms)),
            "depth": np.zeros(len(road.ms))}
     tab = (ctypes.c_void_p * len(ROAD_TABLES))(*road.tab)
@@ -220,7 +220,7 @@ def _thread_tables(scene, road, at):
     near_args = (t, at["rest"], at["boxes"], a(dpar), at["slot"], at["kind"], a(placed[0]), a(placed[1]), a(R), a(p),
                  a(near), a(slots), a(flag))
     rows_args = (t, a(slots), a(R), a(p), at["E"], at["r"], a(out))
-    return placed, slots, flag, near_args, rows_args, R, p, out, (tab, own, dpar)
+    return placed, slots, flag, near_args, rows_args, closest_call(road, scratch), out, (tab, own, dpar)
 
 
 def mesh_box_rows(scene, boxes, q, cut, others=None, other_cut=None):
