@@ -72,7 +72,6 @@ def test_the_steps_rows_are_the_general_rows_and_coals_closest_pairs(monkeypatch
     scene = _matted(False)
     rng = np.random.default_rng(7)
     states = _states(rng, 30)
-    shapes = {s.name: k for k, s in enumerate(scene.shapes)}
     with sd.use_backend("native", deterministic=True):
         _rows(scene, *states[0])                           # (builds the native placements the road needs)
         general = mesh_box_step.mesh_box_rows

@@ -120,11 +120,11 @@ def _step_routines():
 
 def mesh_box_step_rows(scene, boxes, others, bb, hulls, q, cut):
     """``(rows, near, near hulls)``: :func:`mesh_box_rows` of the pairs ``boxes`` (B,) beside ``others`` (O,)
-    and ``hulls`` (H,) (sorted scene pairs) at ``q`` (nq,) with each scene pair's cutoff ``cut`` (P,) [m], through collide's
-    road of these pairs where it answers (module docstring), and whether a pair of ``bb`` (the scene's pairs
-    of two boxes, rows of their own, or None), and one of ``hulls`` (coal's pairs, rows of their own), may
-    come within its cutoff (the same broad phase as theirs, on the same poses; True where not run); None as
-    :func:`mesh_box_rows`."""
+    and ``hulls`` (H,) (sorted scene pairs) at ``q`` (nq,) with each scene pair's cutoff ``cut`` (P,) [m],
+    through collide's road of these pairs where it answers (module docstring), and whether a pair of ``bb``
+    (the scene's pairs of two boxes, rows of their own, or None), and one of ``hulls`` (coal's pairs, rows
+    of their own), may come within its cutoff (the same broad phase as theirs, on the same poses; True where
+    not run); None as :func:`mesh_box_rows`."""
     if use_backend.current() != "numpy" and type(q) is np.ndarray and q.dtype is _F64 and q.ndim == 1 and \
             q.flags.c_contiguous:                  # (the native placements read q in place)
         plan = _step_plan(scene, boxes, others, bb, hulls)
@@ -136,14 +136,13 @@ def mesh_box_step_rows(scene, boxes, others, bb, hulls, q, cut):
 
 
 def _step_plan(scene, boxes, others, bb, hulls):
-    """``(road, per thread, addresses)``: the :class:`~sparsedyn.contact.mesh_box_road.BoxRoad` of the pairs
-    ``boxes``, ``others``, ``bb``'s and ``hulls`` (their broad phase in one call), each thread's tables
-    (:func:`_thread_tables`) and the addresses of the arrays the routines read (:data:`STEP_SOURCE`: ``rest``,
-    ``boxes``, ``slot``, ``kind`` (1 where a road's pair is ``bb``'s, 2 one of ``hulls``, else 0), ``E``
-    (M, 3, 3), ``r`` (M, 3),
-    each slot's mesh placed in its body), the arrays kept with them; kept by the scene.  None where its slots
-    are not ``boxes`` in order, each mesh its pair's ``a`` (then :func:`mesh_box_rows`), or it is not built
-    (yet: asked again)."""
+    """``(road, per thread, addresses, arrays)``: the :class:`~sparsedyn.contact.mesh_box_road.BoxRoad` of the
+    pairs ``boxes``, ``others``, ``bb``'s and ``hulls`` (their broad phase in one call), each thread's tables
+    (:func:`_thread_tables`), and the arrays the routines read (:data:`STEP_SOURCE`) and their addresses:
+    ``rest``, ``boxes``, ``slot``, ``kind`` (1 where a road's pair is ``bb``'s, 2 one of ``hulls``, else 0),
+    ``E`` (M, 3, 3) and ``r`` (M, 3) (each slot's mesh placed in its body); kept by the scene.  None where
+    its slots are not ``boxes`` in order, each mesh its pair's ``a`` (then :func:`mesh_box_rows`), or it is
+    not built (yet: asked again)."""
     key = "mesh-box step road"
     got = scene.cache.get(key)
     if got is not None and got[0] is boxes and got[1] is hulls:

@@ -53,7 +53,8 @@ def _scratch(scene, mixed, q, v):
     model, kp, mesh = scene.model, mixed.kernel, mixed.mesh
     lp = loop_plan(scene) if mesh is not None else None
     K1 = len(kp.pair) if kp.pairs else 0
-    if lp is None or not np.array_equal(lp.pair, mesh["pairs"]) or len(mixed.pair) < K1 + MAX_PATCH_POINTS * len(lp.pair):
+    if lp is None or not np.array_equal(lp.pair, mesh["pairs"]) or \
+            len(mixed.pair) < K1 + MAX_PATCH_POINTS * len(lp.pair):
         got[1][get_ident()] = False
         return False
     lib = c_library(SOURCE)
@@ -97,8 +98,9 @@ def plane_step_rows(scene, mixed, q, v, dt, fresh=True, rest=None):
     ``fresh`` False: the rows and the look-ahead are this thread's buffers (in the plan's order: new
     rows where it has one), which the next call overwrites, for a caller that reads them before it (a
     step's native call that keeps nothing of them).  A plan with more pairs (meshes on world boxes, pairs
-    of two boxes, coal's, height fields') has their rows from ``rest(cut)`` (those rows (k, 11), given every
-    scene pair's look-ahead ``cut`` (Q,), or a list of arrays to join; None: no rows, and so None here)."""
+    of two boxes, coal's, height fields') has their rows from ``rest(cut)``, given every scene pair's
+    look-ahead ``cut`` (Q,): a list of arrays (k, 11) joined after the mesh-plane rows, or None (no rows:
+    None here too)."""
     got = scene.cache.get(_KEY)
     kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
     if kept is None:

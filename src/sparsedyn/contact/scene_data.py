@@ -126,8 +126,8 @@ class _Mixed:
 def _mixed_plan(scene):
     """:func:`_plan`'s tuple for a scene whose pairs the kernel leaves out are all robot meshes on
     world planes (their rows: :func:`mesh_plane_rows`), on world boxes (:func:`mesh_box_rows`),
-    pairs of two boxes (:func:`~sparsedyn.contact.box_box_step.box_box_rows`, where the native routine is built) or of two convex
-    shapes that coal measures (:func:`~sparsedyn.contact.hull_pairs.hull_rows`), its
+    pairs of two boxes (:func:`~sparsedyn.contact.box_box_step.box_box_rows`, where the native routine is
+    built) or of two convex shapes that coal measures (:func:`~sparsedyn.contact.hull_pairs.hull_rows`), its
     first entry a :class:`_Mixed` (with mesh-box pairs, robot-world pairs of no rows too: refused
     where near); None where another pair is left out or a touching body has no frame."""
     key = "slot data plan, meshes on planes"
