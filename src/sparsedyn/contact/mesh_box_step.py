@@ -30,7 +30,7 @@ import threading
 
 import numpy as np
 
-from ..kernels import c_library, native_calls, use_backend
+from ..kernels import c_routine, native_calls, use_backend
 from . import mesh_box_loop
 from .collision import _mesh_box_pairs, _plan as _collision_plan, placements
 from .collision_near import NEAR_COLUMNS
@@ -101,21 +101,14 @@ SD_EXPORT long long sd_step_road_rows(const void *const *tab, long long P, const
 }
 """
 _V = ctypes.c_void_p
-_STEP_ROUTINES: list = [None, False]
 
 
 def _step_routines():
     """``(sd_step_road_near, sd_step_road_rows)`` (ctypes, untyped addresses), or None where no C compiler
     builds them."""
-    if not _STEP_ROUTINES[1]:
-        lib = c_library(STEP_SOURCE)
-        if lib is not None:
-            a, b = lib.sd_step_road_near, lib.sd_step_road_rows
-            a.restype, b.restype = ctypes.c_longlong, ctypes.c_longlong
-            a.argtypes, b.argtypes = [_V] * 14, [_V, ctypes.c_longlong] + [_V] * 7
-            _STEP_ROUTINES[0] = (a, b)
-        _STEP_ROUTINES[1] = True
-    return _STEP_ROUTINES[0]
+    near = c_routine(STEP_SOURCE, "sd_step_road_near", [_V] * 14, ctypes.c_longlong)
+    return None if near is None else \
+        (near, c_routine(STEP_SOURCE, "sd_step_road_rows", [_V, ctypes.c_longlong] + [_V] * 7, ctypes.c_longlong))
 
 
 def mesh_box_step_rows(scene, boxes, others, bb, hulls, q, cut):
