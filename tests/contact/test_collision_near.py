@@ -257,3 +257,14 @@ def test_a_scene_builds_one_collision_kernel_whose_rows_at_rest_are_the_near_ker
         assert len(h.distances) == within.sum()
         np.testing.assert_array_equal(np.sort(h.distances), np.sort(want[within, 0]))
     assert {n.rsplit("_s", 1)[0] for n in native.shared(models[1]).kernels} == {"collision_candidates_near"}
+
+
+def test_free_rows_hold_no_candidate():
+    """A table of rows with no candidate: ``d`` +inf, every other column zero, in the shape asked for, a new
+    array each time (callers write their hits into it)."""
+    from sparsedyn.contact.collision_near import NEAR_COLUMNS, free_rows
+    a, b = free_rows((2, 3)), free_rows((2, 3))
+    assert a.shape == (2, 3, NEAR_COLUMNS) == (2, 3, 11) and a.dtype == np.float64
+    assert np.all(a[..., 0] == np.inf) and not a[..., 1:].any()
+    a[0, 0, 0] = 1.0
+    assert b[0, 0, 0] == np.inf and free_rows((0,)).shape == (0, 11)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..kernels import native_calls
 from .box_box_native import _PAR, ROWS, box_box_hits, routine
-from .collision_near import NEAR_COLUMNS, collision_candidates_near
+from .collision_near import NEAR_COLUMNS, collision_candidates_near, free_rows
 from .box_box_road import box_box_poses, box_box_road_hits, extra_rows, no_boxes
 from .collision import placements
 from .hull_pairs import shape_poses
@@ -158,8 +158,7 @@ def box_box_rows(scene, bb, q, cut):
     if np.ndim(q) > 1:
         return np.stack([box_box_rows(scene, bb, x, c) for x, c in zip(q, cut)]).reshape(
             np.shape(q)[:-1] + (len(bb.pair) * ROWS, NEAR_COLUMNS))
-    out = np.zeros((len(bb.pair) * ROWS, NEAR_COLUMNS))
-    out[:, 0] = np.inf
+    out = free_rows((len(bb.pair) * ROWS,))
     road = box_box_poses(scene, bb) if type(q) is np.ndarray and q.dtype is _F64 and q.shape == (scene.model.nq,) \
         else None                                          # (the routine's poses gathered as laid out once)
     got = None if road is None else box_box_road_hits(scene, road, q, cut)

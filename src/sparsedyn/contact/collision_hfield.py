@@ -12,7 +12,7 @@ from ..model.spatial import cross3
 from .closed_forms import (_EDGE_AXIS, _EDGE_START, PARALLEL_EDGES, _segments, sphere_box, sphere_capsule,
                            sphere_cylinder, sphere_sphere)
 from .collision_coal import SAME_DEPTH, _bounds, _hull_vertices, one_per_point
-from .collision_near import NEAR_COLUMNS, hit_rows
+from .collision_near import free_rows, hit_rows
 from .ellipsoid import point_ellipsoid
 from .ellipsoid_field import ellipsoid_faces, segment_ellipsoid
 from .heightfield import cylinder_faces, hfield_grid, hfield_triangles, points_on_hfield, segment_rims
@@ -578,8 +578,7 @@ def hfield_rows(scene, fields, R, p, cut):
     :func:`~sparsedyn.collide` keeps them) in its first rows, the other rows' distance +inf; None where
     a pair has more hits than its rows."""
     pairs, counts = fields
-    out = np.zeros((int(counts.sum()), NEAR_COLUMNS))
-    out[:, 0] = np.inf
+    out = free_rows((int(counts.sum()),))
     k, d, wa, wb, n = hfield_pairs(scene, pairs, R, p, cut[pairs])
     if not len(k):
         return out

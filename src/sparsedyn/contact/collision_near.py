@@ -35,12 +35,20 @@ from ..symbolic.loop import run_stages
 from .collision_kernel import _check_pairs, _max, _pair_rows, _per_pair, _posers, _shape_count
 
 __all__ = ["collision_candidates_near", "collision_candidates_ahead", "near_call", "near_rows", "NEAR_COLUMNS", "SLACK",
-           "hit_rows"]
+           "hit_rows", "free_rows"]
 
 #: Columns of a row of :func:`collision_candidates_near`: ``[d, x (3), n (3), w_a in body a (3), n . w_b]``,
 #: ``x = (w_a + w_b) / 2`` the midpoint of the witness points (world; ``w_a = x + d n / 2``); the others
 #: those of :func:`~sparsedyn.collision_candidates`.
 NEAR_COLUMNS = 11
+
+
+def free_rows(shape):
+    """Rows of :data:`NEAR_COLUMNS` columns that hold no candidate: ``shape`` (..., k) of them, each with
+    ``d`` +inf and zeros elsewhere (a new array)."""
+    out = np.zeros(tuple(shape) + (NEAR_COLUMNS,))
+    out[..., 0] = np.inf
+    return out
 
 #: The entries of a shape's world pose kept in the constants, by kind: ``R``'s columns (the axis
 #: alone for a capsule and a plane's normal, none for a sphere), then ``p``.

@@ -24,7 +24,7 @@ import numpy as np
 
 from .closed_forms import CLOSED_FORM, CLOSEST, FEATURES, ON_FACE
 from .collision_coal import _bounds, _coal, closest_pair, convex_geometry, flat_mesh
-from .collision_near import NEAR_COLUMNS, hit_rows
+from .collision_near import free_rows, hit_rows
 from .mesh_box_loop import near_pairs
 
 __all__ = ["hull_pairs", "hull_rows", "closed_form_hits", "closest_on_face", "shape_poses"]
@@ -73,8 +73,7 @@ def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
     each pair that the broad phase keeps (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`, one
     native call: bounding spheres, then the shapes' bounding boxes; without a C compiler the spheres
     alone), coal's or its closed form; the other rows' distance is +inf."""
-    out = np.zeros((len(hulls), NEAR_COLUMNS))
-    out[:, 0] = np.inf
+    out = free_rows((len(hulls),))
     if not len(hulls):
         return out
     c, r = _bounds(scene)

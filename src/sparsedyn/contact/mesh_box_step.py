@@ -33,7 +33,7 @@ import numpy as np
 from ..kernels import c_routine, native_calls, use_backend
 from . import mesh_box_loop
 from .collision import _mesh_box_pairs, _plan as _collision_plan, placements
-from .collision_near import NEAR_COLUMNS
+from .collision_near import NEAR_COLUMNS, free_rows
 from .mesh_box_loop import near_pairs
 from .mesh_box_road import ROAD_TABLES, _GP, _scratch, closest_call, step_road
 from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH
@@ -223,8 +223,7 @@ def mesh_box_rows(scene, boxes, q, cut, others=None, other_cut=None):
     distance is +inf.  ``others`` (O,): scene pairs without rows, ``other_cut`` (O,) their cutoffs
     [m]: None where the broad phase leaves one of them within its cutoff or cannot be run natively
     (module docstring)."""
-    out = np.zeros((len(boxes) * MAX_PATCH_POINTS, NEAR_COLUMNS))
-    out[:, 0] = np.inf
+    out = free_rows((len(boxes) * MAX_PATCH_POINTS,))
     some = others is not None and len(others) > 0
     if not len(boxes) and not some:
         return out

@@ -27,7 +27,7 @@ from .box_box_step import box_box_rows, box_box_step_rows, one_state
 from .collision import _bounds, mesh_vertices, placements
 from .collision_hfield import field_pairs, hfield_rows
 from .collision_kernel import kernel_plan
-from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, near_rows
+from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_ahead, free_rows, near_rows
 from .data_slots import data_slot_base, data_slot_count
 from .friction_problem import DATA_SLOT, ContactSlots, fill_slots
 from .hull_pairs import hull_pairs, hull_rows
@@ -214,8 +214,7 @@ def mesh_plane_rows(scene, mesh, q, cut, spin=None, ahead=None):
         Rj, oj, bound, cut = Rj[None], oj[None], bound[None], np.asarray(cut)[None]
         spin = None if spin is None else np.asarray(spin)[None]
     s, near = np.nonzero(bound < cut + SLACK)              # (state, pair), by state
-    out = np.zeros((len(Rj), len(j) * MAX_PATCH_POINTS, NEAR_COLUMNS))
-    out[..., 0] = np.inf
+    out = free_rows((len(Rj), len(j) * MAX_PATCH_POINTS))
     if len(near):
         g, d, wa, wb, nn, local = mesh_plane_patches(mesh["V"], mesh["rows"][near], Rj[s, near],
                                                      oj[s, near], axes[near], pb[near], cut[s, near], scene.margin,
@@ -432,8 +431,7 @@ def _other_rows(scene, mixed, q, cut, mesh):
         out.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]) if bb_near else
                     np.full(lead + (len(mixed.bb.pair) * ROWS, NEAR_COLUMNS), np.inf))
     if len(mixed.hulls) and not hulls_near:                # (hull_rows's answer where none is near)
-        out.append(np.zeros(lead + (len(mixed.hulls), NEAR_COLUMNS)))
-        out[-1][..., 0] = np.inf
+        out.append(free_rows(lead + (len(mixed.hulls),)))
     for rows_of, pairs, n in ((hull_rows, mixed.hulls, len(mixed.hulls) * hulls_near),
                               (hfield_rows, mixed.fields, len(mixed.fields[0]))):
         if n:                                              # (coal's pairs and the height fields': state by state)
