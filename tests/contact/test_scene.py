@@ -72,6 +72,27 @@ def test_pairs_leave_out_one_body_and_adjacent_bodies_and_srdf_pairs():
         scene.margin = 0.1
 
 
+
+SRDF = """<robot name="chain">
+  <disable_collisions link1="b2" link2="b3" reason="Never"/>
+  <disable_collisions link1="b0" link2="b2" reason="Never"/>
+</robot>
+"""
+
+
+def test_srdf_is_a_files_path_or_what_load_srdf_read(tmp_path):
+    model = chain_model()
+    path = tmp_path / "chain.srdf"
+    path.write_text(SRDF)
+    whole = set(sd.Scene(model).pairs)
+    read = sd.Scene(model, srdf=sd.load_srdf(model, path))
+    # by hand: the file disables b2-b3 and b0-b2, the shapes s2-s3 and s0-s2
+    assert set(read.pairs) == whole - {("s2", "s3"), ("s0", "s2")}
+    for given in (path, str(path)):
+        assert sd.Scene(model, srdf=given).pairs == read.pairs
+    with pytest.raises((OSError, ValueError), match="no_such.srdf"):
+        sd.Scene(model, srdf=tmp_path / "no_such.srdf")
+
 def test_world_shapes_of_one_name_are_renamed_and_pair_friction_follows_mujocos_rule():
     model = chain_model().with_geometry()
     boxes = [sd.Shape("box", (1, 1, 1), friction=0.3), sd.Shape("box", (1, 1, 1))]

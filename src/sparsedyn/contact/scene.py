@@ -26,8 +26,11 @@ the one given where one does; else the scene's ``friction``.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from ..io.srdf import load_srdf
 from ..model import Model
 from ..model.topology import model_store
 from .overlaps import warn_self_overlaps
@@ -43,9 +46,9 @@ class Scene(SceneBase):
 
     ``model``: a :class:`~sparsedyn.Model` read with its collision shapes (``geometry=True``);
     ``world``: :class:`Shape` objects fixed in the world (a floor ``Shape("plane")``, boxes, ...);
-    ``friction``: the Coulomb coefficient of shapes that give none (>= 0); ``srdf``: what
-    :func:`~sparsedyn.load_srdf` read (its ``disabled_collisions``) or ``(link1, link2)`` pairs to
-    leave out; ``margin`` [m]: pairs closer than this are reported (contacts about to touch).
+    ``friction``: the Coulomb coefficient of shapes that give none (>= 0); ``srdf``: an SRDF file's path
+    (read by :func:`~sparsedyn.load_srdf` for ``model``), what :func:`~sparsedyn.load_srdf` read (its
+    ``disabled_collisions``) or ``(link1, link2)`` pairs to leave out; ``margin`` [m]: pairs closer than this are reported (contacts about to touch).
 
     Attributes: ``model``, ``shapes`` (tuple of :class:`Shape`, robot shapes first; names unique),
     ``pairs`` (``[(name_a, name_b)]``, the checked pairs), ``index`` (P, 2) (their shape indices),
@@ -80,11 +83,13 @@ class Scene(SceneBase):
         shapes = _unique_names(robot + world)
         pairs, explicit = default_pairs(model, shapes, self_collision)
         self._set(model, shapes, pairs, friction, margin, explicit)
+        if isinstance(srdf, (str, os.PathLike)):
+            srdf = load_srdf(model, srdf)
         if srdf is not None:
             disabled = getattr(srdf, "disabled_collisions", srdf)
             if isinstance(disabled, (str, bytes)) or not hasattr(disabled, "__iter__"):
-                raise TypeError("Scene: srdf must be what sd.load_srdf(model, path) returns or (link1, link2) pairs, "
-                                f"got {type(srdf).__name__}")
+                raise TypeError("Scene: srdf must be an SRDF file's path, what sd.load_srdf(model, path) returns or "
+                                f"(link1, link2) pairs, got {type(srdf).__name__}")
             links = {s.link for s in shapes} | set(model.body_names) | {f.name for f in model.frames}
             drop = set()
             for entry in disabled:
