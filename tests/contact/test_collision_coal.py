@@ -9,7 +9,7 @@ from scipy.spatial import ConvexHull
 
 import sparsedyn as sd
 from sparsedyn.contact.collision_coal import (HULL_OPTIONS, _bounds, _coal_distance, _coal_geometry, _hull_convex,
-                                              flat_mesh, mesh_vertices)
+                                              flat_mesh, hull_graph, mesh_vertices)
 from test_scene import box_model
 
 CUBE = np.array([[x, y, z] for x in (-1.0, 1.0) for y in (-1.0, 1.0) for z in (-1.0, 1.0)])
@@ -42,6 +42,31 @@ def test_a_meshs_hull_vertices_are_its_corners_once_scaled_and_stacked():
         # each corner once (the repeated one, 2e-9 from its own once scaled, kept as one of the two)
         assert all(np.sum(np.abs(got - w).max(1) <= 1e-8) == 1 for w in want)
 
+
+
+def test_the_hull_graph_is_the_cubes_edges_and_its_starts_its_highest_corners():
+    """Two cubes (scaled) beside a floor: by hand, each corner's neighbours along the hull's edges are the three
+    corners one coordinate away (the face diagonals of qhull's triangles too: six in all on the two faces cut
+    along them, three to five here), as rows of the stacked vertices; each start along +x, -x, ... is a corner
+    with that coordinate the highest; the floor has no rows."""
+    size = (0.5, 0.25, 2.0)
+    shapes = [sd.Shape("mesh", size, mesh=_cube_mesh(np.zeros((0, 3))), name="a"), sd.Shape("plane", name="floor"),
+              sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=_cube_mesh(np.zeros((0, 3))), name="b")]
+    scene = sd.Scene(box_model(), world=shapes)
+    V, rows = mesh_vertices(scene)
+    starts, first, adj = hull_graph(scene)
+    for k, (a, b) in rows.items():
+        for v in range(a, b):
+            nb = adj[first[v]:first[v + 1]]
+            assert np.all((a <= nb) & (nb < b)) and len(set(nb.tolist())) == len(nb)
+            # the three edges of the cube at v, each an edge of the triangles, plus face diagonals
+            moved = np.sum(np.abs(V[nb] - V[v]) > 1e-12, axis=1)
+            assert np.sum(moved == 1) == 3 and np.all(moved <= 2) and 3 <= len(nb) <= 6
+        for i in range(3):
+            hi, lo = V[starts[k, 2 * i], i], V[starts[k, 2 * i + 1], i]
+            assert hi == V[a:b, i].max() and lo == V[a:b, i].min()
+    floor = next(k for k, s in enumerate(scene.shapes) if s.name == "floor")
+    assert floor not in rows and np.all(starts[floor] == 0)
 
 @pytest.mark.parametrize("gap", [0.3, 1e-6, -0.05])
 def test_coals_signed_distance_of_two_spheres_is_the_hand_value(gap):

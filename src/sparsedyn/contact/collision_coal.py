@@ -105,6 +105,49 @@ def _hull_vertices(scene, k):
     return _kept(scene, k, "hull", make)
 
 
+def _hull_edges(scene, k):
+    """``(starts (6,), first (V + 1,), neighbours (E,))`` of mesh shape ``k``'s hull vertices (:func:`_hull_vertices`,
+    rows ``0 .. V - 1``): vertex ``v``'s neighbours along the hull's edges are ``neighbours[first[v]:first[v + 1]]``,
+    ``starts`` the hull's vertices highest along ``+x, -x, +y, -y, +z, -z``; no edge at all where the vertices make
+    no hull (flat, degenerate: every vertex is one to search)."""
+    def make():
+        from scipy.spatial import ConvexHull, QhullError
+        V = _hull_vertices(scene, k)
+        try:
+            hull = ConvexHull(V)
+        except (QhullError, ValueError):
+            return np.zeros(6, np.int64), np.zeros(len(V) + 1, np.int64), np.zeros(0, np.int64)
+        t = hull.simplices
+        e = np.unique(np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]]]), axis=0)
+        e = np.unique(np.concatenate([e, e[:, ::-1]]), axis=0)          # (sorted by vertex, then neighbour)
+        first = np.searchsorted(e[:, 0], np.arange(len(V) + 1)).astype(np.int64)
+        h = V[hull.vertices]
+        starts = hull.vertices[[f(h[:, i]) for i in range(3) for f in (np.argmax, np.argmin)]]
+        return starts.astype(np.int64), first, np.ascontiguousarray(e[:, 1], np.int64)
+    return _kept(scene, k, "hull edges", make)
+
+
+def hull_graph(scene):
+    """``(starts (S, 6), first (N + 1,), neighbours (E,))``: the hulls' edges of :func:`mesh_vertices`'s rows
+    (:func:`_hull_edges`, as rows of its ``V``), per shape the rows to start a climb from along each axis (0 for no
+    mesh); kept by the scene."""
+    got = scene.cache.get("hull graph")
+    if got is None:
+        V, rows = mesh_vertices(scene)
+        start = np.zeros((len(scene.shapes), 6), np.int64)
+        first, nbrs, at = np.zeros(len(V) + 1, np.int64), [], 0
+        for k, (a, b) in rows.items():
+            s, f, nb = _hull_edges(scene, k)
+            start[k] = a + s
+            first[a:b + 1] = at + f
+            nbrs.append(nb + a)
+            at += len(nb)
+        adj = np.concatenate(nbrs) if nbrs else np.zeros(0, np.int64)
+        got = scene.cache["hull graph"] = (start, first, np.ascontiguousarray(adj, np.int64) if len(adj) else
+                                           np.zeros(1, np.int64))
+    return got
+
+
 def mesh_vertices(scene):
     """``(V, ranges)``: the convex hull vertices of the scene's mesh shapes, each in its shape's frame,
     stacked (N, 3), and per mesh shape the rows of its own (``{shape: (start, stop)}``); kept by the scene."""

@@ -65,19 +65,20 @@ def _closest_key(key):
     return None
 
 
-def hull_rows(scene, hulls, R, p, cut) -> np.ndarray:
+def hull_rows(scene, hulls, R, p, cut, near=True) -> np.ndarray:
     """The rows (H, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns ``[d, x (3), n (3),
     w_a in a's body axes (3), n . w_b]``, ``x`` the witness points' midpoint, ``n`` from ``b`` towards
     ``a``, world) of the pairs ``hulls`` (H,) (:func:`hull_pairs`) with the shapes' world placements
     ``R`` (S, 3, 3), ``p`` (S, 3) and every scene pair's cutoff ``cut`` (P,) [m]: the closest pair of
     each pair that the broad phase keeps (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`, one
     native call: bounding spheres, then the shapes' bounding boxes; without a C compiler the spheres
-    alone), coal's or its closed form; the other rows' distance is +inf."""
+    alone), coal's or its closed form; the other rows' distance is +inf.  ``near`` (H,) bool: that broad phase's
+    answer where the caller has it (the mesh-box road's, on the same poses and cutoffs), else True."""
     out = free_rows((len(hulls),))
     if not len(hulls):
         return out
     c, r = _bounds(scene)
-    every = near_pairs(scene, R, p, cut.take(hulls), c, r, hulls)
+    every = near_pairs(scene, R, p, cut.take(hulls), c, r, hulls) if near is True else near
     if every is not None:
         near = np.flatnonzero(every)
     else:

@@ -10,8 +10,9 @@ Both are C routines written by hand (:func:`~sparsedyn.kernels.c_library`), used
   separating-axis gap that rounds to less than the distance by far less than
   :data:`~sparsedyn.contact.collision_near.SLACK`: a shape's bounding sphere against the other where
   that is a box, the two shapes' bounding boxes in their own frames (a box itself; a sphere, capsule,
-  cylinder, ellipsoid its extents; a mesh its hull's extents), and a capsule's own gap to a shape of
-  those kinds.  A pair is kept where each bound is below its cutoff plus the slack: never a pair
+  cylinder, ellipsoid its extents; a mesh its hull's extents), a capsule's own gap to a shape of
+  those kinds, and two convex shapes' gap along the steps of a distance iteration (a mesh's hull, climbed
+  along its edges, or one of those kinds).  A pair is kept where each bound is below its cutoff plus the slack: never a pair
   within its cutoff left out, most of the pairs whose spheres alone overlap (a robot's links over a
   wide box) left out.
 * **a mesh's patch on a box**, given the pair's closest points (coal's GJK/EPA on the mesh's convex
@@ -34,10 +35,10 @@ import ctypes
 import numpy as np
 
 from ..kernels import c_library
-from .collision_coal import SAME_DEPTH, SAME_POINT, _hull_vertices
+from .collision_coal import SAME_DEPTH, SAME_POINT, _hull_vertices, hull_graph, mesh_vertices
 from .collision_near import SLACK
 from .mesh_plane_loop import REDUCE, _at, _to
-from .near_bounds_c import KIND_CODES, NEAR_BOUNDS
+from .near_bounds_c import CONVEX_STEPS, KIND_CODES, NEAR_BOUNDS
 from .reduction import MAX_PATCH_POINTS, SPAN
 
 __all__ = ["near_pairs", "near_plan", "mesh_box_loop_patches"]
@@ -48,7 +49,9 @@ __all__ = ["near_pairs", "near_plan", "mesh_box_loop_patches"]
 #: none), ``kind`` (S,) its kind's code (:data:`~sparsedyn.contact.near_bounds_c.KIND_CODES`; 1: a box, its
 #: bounding box exact); per pair ``ia``, ``ib`` its shapes,
 #: ``plane`` the index of its plane or -1 (a bounded shape on a plane); ``R`` (S, 3, 3), ``p`` (S, 3)
-#: the shapes' world poses; ``cut`` (P,); ``par``: ``[SLACK, SAME_POINT]``.
+#: the shapes' world poses; ``cut`` (P,); ``par``: ``[SLACK, SAME_POINT]``; ``V`` (N, 3) the meshes' hull
+#: vertices, per shape its rows ``first``, ``count`` (0: no mesh), ``adjf``, ``adj`` the hulls' edges and
+#: ``start`` (S, 6) the rows to climb from (:func:`~sparsedyn.contact.collision_coal.hull_graph`).
 #: ``sd_mesh_box_patches``: the rows (P * 4, 10) ``[d, w_a (3), w_b (3), n (3)]`` (``d`` +inf in a
 #: free row) of P mesh-box pairs (:func:`mesh_box_loop_patches`); returns the rows filled, -1 where
 #: the workspace (11 doubles a vertex of the largest hull) cannot be had.  ``sd_mesh_box_rows``: those
@@ -63,11 +66,12 @@ static void sd_mb_world(const double *R, const double *p, const double *x, doubl
   for (int r = 0; r < 3; r++) w[r] = ((R[3 * r] * x[0] + R[3 * r + 1] * x[1]) + R[3 * r + 2] * x[2]) + p[r];
 }
 
-""" + NEAR_BOUNDS + r"""
+""" + NEAR_BOUNDS + f"\n#define NB_CONVEX_STEPS {CONVEX_STEPS}\n" + r"""
 SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *ib, const long long *plane,
                              const double *sc, const double *sr, const double *bc, const double *be,
                              const long long *kind, const double *R, const double *p, const double *cut,
-                             const double *par, _Bool *near)
+                             const double *par, const double *V, const long long *first, const long long *count,
+                             const long long *adjf, const long long *adj, const long long *start, _Bool *near)
 {
   const double slack = par[0], same = par[1];
   for (long long k = 0; k < P; k++) {
@@ -103,6 +107,15 @@ SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *
         kind[j] != NB_OTHER) {                  /* a capsule and a shape of a support: its own gaps */
       const long long c = kind[i] == NB_CAPSULE ? i : j, o = c == i ? j : i;
       near[k] = nb_capsule_gap(R + 9 * c, p + 3 * c, be + 3 * c, kind[o], R + 9 * o, p + 3 * o, be + 3 * o) < top;
+    }
+    if (near[k] && (kind[i] != NB_OTHER || count[i] > 0) && (kind[j] != NB_OTHER || count[j] > 0)) {
+      /* two convex shapes: a mesh's hull vertices lie within 2 SAME_POINT of coal's hull (merged vertices) */
+      const double shrink = 2.0 * same * ((kind[i] == NB_OTHER) + (kind[j] == NB_OTHER));
+      nb_shape a = {kind[i], R + 9 * i, p + 3 * i, be + 3 * i, V, first[i], count[i], adjf, adj, start + 6 * i,
+                    start[6 * i]};
+      nb_shape b = {kind[j], R + 9 * j, p + 3 * j, be + 3 * j, V, first[j], count[j], adjf, adj, start + 6 * j,
+                    start[6 * j]};
+      near[k] = nb_convex_gap(&a, &b, ci, cj, top + shrink, NB_CONVEX_STEPS) - shrink < top;
     }
   }
 }
@@ -357,7 +370,7 @@ SD_EXPORT long long sd_mesh_box_rows(long long P, const long long *slot, const l
 /* collide's road of meshes on boxes (mesh_box_road): its tables' addresses in tab, in the order of mesh_box_road's
    ROAD_TABLES (dims = [Q pairs, NG robot shapes, S shapes, the soa's stride, the slots' rows, their columns]). */
 enum { T_DIMS, T_RW, T_PW, T_IA, T_IB, T_PLANE, T_SC, T_SR, T_BC, T_BE, T_KIND, T_CUT, T_NPAR, T_MS, T_BS, T_FIRST,
-       T_COUNT, T_HULL, T_SOA, T_SFIRST, T_HALF, T_MCUT, T_DEPTH, T_SWAP, T_PAR };
+       T_COUNT, T_HULL, T_SOA, T_SFIRST, T_HALF, T_MCUT, T_DEPTH, T_SWAP, T_PAR, T_ADJF, T_ADJ, T_START };
 
 /* The shapes' poses R (S, 3, 3), p (S, 3) (the robot's Rg, pg, then the world's) and the broad phase of the road's
    Q pairs into near (Q,). */
@@ -369,7 +382,8 @@ SD_EXPORT void sd_road_near(const void *const *tab, const double *Rg, const doub
   for (long long i = 0; i < 9 * S; i++) R[i] = i < 9 * NG ? Rg[i] : Rw[i - 9 * NG];
   for (long long i = 0; i < 3 * S; i++) p[i] = i < 3 * NG ? pg[i] : pw[i - 3 * NG];
   sd_near_pairs(Q, tab[T_IA], tab[T_IB], tab[T_PLANE], tab[T_SC], tab[T_SR], tab[T_BC], tab[T_BE], tab[T_KIND], R, p,
-                tab[T_CUT], tab[T_NPAR], near);
+                tab[T_CUT], tab[T_NPAR], tab[T_HULL], tab[T_FIRST], tab[T_COUNT], tab[T_ADJF], tab[T_ADJ], tab[T_START],
+                near);
 }
 
 /* Whether coal's penetration d < 0 of slot s along its normal n (mesh to box) is settled: the hull's reach along n
@@ -437,7 +451,7 @@ def _routines():
         if lib is not None:
             f, g, h = lib.sd_near_pairs, lib.sd_mesh_box_patches, lib.sd_mesh_box_rows
             f.restype, g.restype, h.restype = None, ctypes.c_longlong, ctypes.c_longlong
-            f.argtypes, g.argtypes = [ctypes.c_longlong] + [_P] * 13, [ctypes.c_longlong] + [_P] * 14
+            f.argtypes, g.argtypes = [ctypes.c_longlong] + [_P] * 19, [ctypes.c_longlong] + [_P] * 14
             ll = ctypes.c_longlong
             h.argtypes = [ll] + [_P] * 8 + [ll] + [_P] * 8 + [ll] * 2 + [_P]
             a, b = lib.sd_road_near, lib.sd_road_rows
@@ -487,9 +501,15 @@ def near_plan(scene, c, r, pairs=None):
         bc = np.array([e[0] for e in ext]).reshape(-1, 3)
         be = np.array([e[1] for e in ext]).reshape(-1, 3)
         kind = np.array([KIND_CODES.get(s.kind, 0) for s in scene.shapes], np.int64)
+        V, rows = mesh_vertices(scene)
+        first, count = np.zeros(len(scene.shapes), np.int64), np.zeros(len(scene.shapes), np.int64)
+        for k, (a, b) in rows.items():
+            first[k], count[k] = a, b - a
+        start, adjf, adj = hull_graph(scene)
         tables = (np.ascontiguousarray(idx[:, 0]), np.ascontiguousarray(idx[:, 1]), plane,
                   np.ascontiguousarray(c, float), np.ascontiguousarray(r, float), bc, be, kind,
-                  np.array([SLACK, SAME_POINT]))
+                  np.array([SLACK, SAME_POINT]), np.ascontiguousarray(V, float) if len(V) else np.zeros(3), first,
+                  count, adjf, adj, start)
         got = scene.cache[key] = (tables, [_ints(x) if x.dtype == np.int64 else _at(x) for x in tables], {})
     return got
 
@@ -516,7 +536,7 @@ def near_pairs(scene, R, p, cutoff, c, r, pairs=None):
                 fills.clear()
             cut = fills[cutoff] = np.full(P, float(cutoff))
     near = np.empty(max(P, 8), bool)             # (a buffer of a double at least)
-    got[0](P, *at[:8], _at(R), _at(p), _at(cut), at[8], ctypes.c_double.from_buffer(near))
+    got[0](P, *at[:8], _at(R), _at(p), _at(cut), *at[8:], ctypes.c_double.from_buffer(near))
     return near[:P]
 
 

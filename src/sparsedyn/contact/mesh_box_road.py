@@ -71,7 +71,7 @@ class BoxRoad:
 
 #: The routines' tables (sd_road_near, sd_road_rows of mesh_box_loop), in their order.
 ROAD_TABLES = ("dims", "Rw", "pw", "ia", "ib", "plane", "sc", "sr", "bc", "be", "kind", "cut", "near par", "ms", "bs",
-               "first", "count", "hull", "soa", "sfirst", "half", "mcut", "depth", "swap", "par")
+               "first", "count", "hull", "soa", "sfirst", "half", "mcut", "depth", "swap", "par", "adjf", "adj", "start")
 
 
 def shape_rows(scene):
@@ -170,7 +170,8 @@ def _tables(scene, road, rest, swap, c, r, half):
                      NEAR_COLUMNS], np.int64)
     owners = {"dims": dims, "Rw": Rw, "pw": pw, **{k: np.ascontiguousarray(t[rest]) for k, t in
                                                       zip(("ia", "ib", "plane"), tables[:3])},
-              **dict(zip(("sc", "sr", "bc", "be", "kind", "near par"), tables[3:])),
+              **dict(zip(("sc", "sr", "bc", "be", "kind", "near par"), tables[3:9])),
+              **dict(zip(("adjf", "adj", "start"), tables[12:15])),
               "cut": np.full(max(len(rest), 1), margin), "ms": np.array(road.ms, np.int64),
               "bs": np.array(road.bs, np.int64), "first": first, "count": count, "hull": V, "soa": soa,
               "sfirst": sfirst, "half": np.ascontiguousarray(half, float), "mcut": np.full(M, margin),

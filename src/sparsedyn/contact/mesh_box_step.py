@@ -114,10 +114,10 @@ def _step_routines():
 def mesh_box_step_rows(scene, boxes, others, bb, hulls, q, cut):
     """``(rows, near, near hulls)``: :func:`mesh_box_rows` of the pairs ``boxes`` (B,) beside ``others`` (O,)
     and ``hulls`` (H,) (sorted scene pairs) at ``q`` (nq,) with each scene pair's cutoff ``cut`` (P,) [m],
-    through collide's road of these pairs where it answers (module docstring), and whether a pair of ``bb``
-    (the scene's pairs of two boxes, rows of their own, or None), and one of ``hulls`` (coal's pairs, rows
-    of their own), may come within its cutoff (the same broad phase as theirs, on the same poses; True where
-    not run); None as :func:`mesh_box_rows`."""
+    through collide's road of these pairs where it answers (module docstring), whether a pair of ``bb``
+    (the scene's pairs of two boxes, rows of their own, or None) may come within its cutoff, and which of
+    ``hulls`` (coal's pairs, rows of their own) may, (H,) bool (the same broad phase as theirs, on the same
+    poses; True where not run); None as :func:`mesh_box_rows`."""
     if use_backend.current() != "numpy" and type(q) is np.ndarray and q.dtype is _F64 and q.ndim == 1 and \
             q.flags.c_contiguous:                  # (the native placements read q in place)
         plan = _step_plan(scene, boxes, others, bb, hulls)
@@ -154,6 +154,7 @@ def _step_plan(scene, boxes, others, bb, hulls):
         kept = {"rest": np.ascontiguousarray(road.rest, np.int64), "boxes": np.ascontiguousarray(boxes, np.int64),
                 "slot": np.ascontiguousarray(road.slot, np.int64),
                 "kind": np.isin(road.rest, two) + 2 * np.isin(road.rest, hulls).astype(np.int64),
+                "hulls": np.searchsorted(road.rest, hulls).astype(np.int64),
                 "E": np.ascontiguousarray([scene.shapes[i].R for i in road.ms], float).reshape(-1, 3, 3),
                 "r": np.ascontiguousarray([scene.shapes[i].p for i in road.ms], float).reshape(-1, 3)}
         plan = (road, {}, {k: x.ctypes.data for k, x in kept.items()}, kept)
@@ -163,8 +164,8 @@ def _step_plan(scene, boxes, others, bb, hulls):
 
 def _road_rows(scene, plan, q, cut, boxes):
     """The rows of :func:`mesh_box_rows` through ``plan``'s road (:func:`_step_plan`'s) at ``q`` with the
-    scene pairs' cutoffs ``cut`` (P,) and whether a pair of two boxes, and one of coal's, may be near; None
-    where a pair of no rows may touch; False where the road declines."""
+    scene pairs' cutoffs ``cut`` (P,), whether a pair of two boxes may be near and which of coal's (H,) bool;
+    None where a pair of no rows may touch; False where the road declines."""
     gp = (native_calls(scene.model) or {}).get(_GP)
     routines = _step_routines()
     if gp is None or routines is None:
@@ -174,7 +175,7 @@ def _road_rows(scene, plan, q, cut, boxes):
     tables = threads.get(me)
     if tables is None:
         tables = threads[me] = _thread_tables(scene, road, plan[2])
-    placed, slots, flag, near_args, rows_args, closest, out, _ = tables
+    placed, slots, flag, near_args, rows_args, _, closest, out, _ = tables
     gp(q, "collision", out=placed)
     cut = np.ascontiguousarray(cut, float)
     n = routines[0](near_args[0], cut.ctypes.data, *near_args[1:])
@@ -186,13 +187,13 @@ def _road_rows(scene, plan, q, cut, boxes):
         raise MemoryError("mesh-box contacts: no memory for the workspace of the hulls' vertices")
     if n < 0:
         return False
-    return out.copy(), bool(flag[0]), bool(flag[1])
+    return out.copy(), bool(flag[0]), tables[5].take(plan[3]["hulls"]) if flag[1] else False
 
 
 def _thread_tables(scene, road, at):
     """This thread's tables of ``road``: its table of addresses with cutoffs of its own, the robot shapes'
-    placements (two arrays), the pairs kept (``slots`` (Q,), ``flag`` (2,)) and the routines' arguments
-    (:data:`STEP_SOURCE`) but the cutoffs and coal's answers, coal's queries of the slots
+    placements (two arrays), the pairs kept (``slots`` (Q,), ``flag`` (2,)), the routines' arguments
+    (:data:`STEP_SOURCE`) but the cutoffs and coal's answers, the broad phase's answer (Q,) bool, coal's queries of the slots
     (:func:`~sparsedyn.contact.mesh_box_road.closest_call`) and the rows (M * 4, 11)."""
     own = {"cut": np.full(max(len(road.rest), 1), -np.inf), "mcut": np.zeros(len(road.ms)),
            "depth": np.zeros(len(road.ms))}
@@ -212,7 +213,7 @@ def _thread_tables(scene, road, at):
     near_args = (t, at["rest"], at["boxes"], a(dpar), at["slot"], at["kind"], a(placed[0]), a(placed[1]), a(R), a(p),
                  a(near), a(slots), a(flag))
     rows_args = (t, a(slots), a(R), a(p), at["E"], at["r"], a(out))
-    return placed, slots, flag, near_args, rows_args, closest_call(road, scratch), out, (tab, own, dpar)
+    return placed, slots, flag, near_args, rows_args, near, closest_call(road, scratch), out, (tab, own, dpar)
 
 
 def mesh_box_rows(scene, boxes, q, cut, others=None, other_cut=None):

@@ -423,8 +423,8 @@ def _other_rows(scene, mixed, q, cut, mesh):
                ([(q, cut)] if not lead else zip(q, cut))]
         if any(x is None for x in got):
             return None                                    # (a pair of no rows near: mesh_box_rows)
-        # (no pair of two boxes, or of coal's, within its cutoff: no rows; hull_rows's own broad phase)
-        bb_near, hulls_near = any(x[1] for x in got), any(x[2] for x in got)
+        # (no pair of two boxes, or of coal's, within its cutoff: no rows; those of coal's near, hull_rows's)
+        bb_near, hulls_near, masks = any(x[1] for x in got), any(np.any(x[2]) for x in got), [x[2] for x in got]
         got = [x[0] for x in got]
         out.append(got[0] if not lead else np.stack(got) if got else np.zeros(lead + (0, NEAR_COLUMNS)))
     if mixed.bb is not None:
@@ -432,11 +432,13 @@ def _other_rows(scene, mixed, q, cut, mesh):
                     np.full(lead + (len(mixed.bb.pair) * ROWS, NEAR_COLUMNS), np.inf))
     if len(mixed.hulls) and not hulls_near:                # (hull_rows's answer where none is near)
         out.append(free_rows(lead + (len(mixed.hulls),)))
+    states = [(q, cut)] if not lead else list(zip(q, cut))
+    masks = masks if len(boxes) or not (mesh or len(mixed.hulls) or len(mixed.fields[0])) else [True] * len(states)
     for rows_of, pairs, n in ((hull_rows, mixed.hulls, len(mixed.hulls) * hulls_near),
                               (hfield_rows, mixed.fields, len(mixed.fields[0]))):
         if n:                                              # (coal's pairs and the height fields': state by state)
-            got = [rows_of(scene, pairs, *placements(scene, x), np.ascontiguousarray(c)) for x, c in
-                   ([(q, cut)] if not lead else zip(q, cut))]
+            got = [rows_of(scene, pairs, *placements(scene, x), np.ascontiguousarray(c),
+                           **({"near": m} if rows_of is hull_rows else {})) for (x, c), m in zip(states, masks)]
             if any(x is None for x in got):
                 return None                                # (a pair with more hits than its rows)
             out.append(got[0] if not lead else np.stack(got))
