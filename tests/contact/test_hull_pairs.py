@@ -127,6 +127,30 @@ def test_the_rows_are_coals_closest_pairs_and_the_witness_in_its_bodys_axes(seed
     assert near >= 20 and closed >= 1
 
 
+def test_the_bound_queries_are_the_general_roads_bit_for_bit(monkeypatch):
+    """coal's queries bound once per pair (a ComputeDistance, its result read in place) give the rows of the
+    general road (``coal.distance`` through ``closest_pair``), the same numbers, at random poses with a cutoff
+    of a metre (the pairs of the two bodies all near, penetrating ones among them)."""
+    from sparsedyn.contact import hull_pairs as module
+    scene = SCENE
+    rng = np.random.default_rng(5)
+    hulls = hull_pairs(scene, np.arange(len(scene.index)))
+    cut = np.full(len(scene.index), 1.0)
+    bound = module._bound_queries(scene, hulls, module._plan(scene, hulls))
+    assert bound is not None and sum(x is not None for x in bound) >= 4
+    deep = queried = 0
+    for _ in range(30):
+        q = np.concatenate([random_body_q(rng, 0.05)[2], random_body_q(rng, 0.05)[2]])
+        R, p = placements(scene, q)
+        rows = hull_rows(scene, hulls, R, p, cut)
+        with monkeypatch.context() as m:
+            m.setattr(module, "_bound_queries", lambda *a: None)
+            general = hull_rows(scene, hulls, R, p, cut)
+        assert np.array_equal(rows, general, equal_nan=True)
+        queried += sum(bound[h] is not None for h in np.flatnonzero(np.isfinite(rows[:, 0])))
+        deep += int((rows[:, 0] < 0).sum())
+    assert queried >= 100 and deep >= 10
+
 def _two_prisms():
     """Two free prisms (1.5 kg and 3 kg), no world shape: ``a`` 5 cm left of ``b``, moving right at 1 m/s
     and turning a little."""

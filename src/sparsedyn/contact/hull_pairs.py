@@ -20,12 +20,16 @@ than their cutoff: only the pairs near each other cost a query of coal.
 
 from __future__ import annotations
 
+import math
+import threading
+
 import numpy as np
 
 from .closed_forms import CLOSED_FORM, CLOSEST, FEATURES, ON_FACE
-from .collision_coal import _bounds, _coal, closest_pair, convex_geometry, flat_mesh
+from .collision_coal import _bounds, _coal, _requests, closest_pair, convex_geometry, flat_mesh
 from .collision_near import free_rows, hit_rows
 from .mesh_box_loop import near_pairs
+from .mesh_box_road import result_blocks
 
 __all__ = ["hull_pairs", "hull_rows", "closed_form_hits", "closest_on_face", "shape_poses"]
 
@@ -88,20 +92,62 @@ def hull_rows(scene, hulls, R, p, cut, near=True) -> np.ndarray:
     if not len(near):
         return out
     kept = _plan(scene, hulls)
+    bound = _bound_queries(scene, hulls, kept)
     coal, hits = None, []
     for h in near.tolist():
         k, got = hulls[h], kept[h]
         i, j = scene.index[k].tolist()
-        if len(got) == 1:                               # (a closed form: its key)
-            _, d, wa, wb, n = (x[0] for x in closed_form_hits(scene, got[0], hulls[h:h + 1], R, p, CLOSEST))
+        hit = None if bound is None or bound[h] is None else _bound_query(bound[h], R[i], p[i], R[j], p[j])
+        if hit is not None:
+            pass
+        elif len(got) == 1:                             # (a closed form: its key)
+            _, *hit = (x[0] for x in closed_form_hits(scene, got[0], hulls[h:h + 1], R, p, CLOSEST))
         else:
             coal = coal or _coal()
-            d, wa, wb, n = closest_on_face(scene, coal, k, coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]),
-                                           R, p, got)
-        hits.append((d, wa, wb, n))
+            hit = closest_on_face(scene, coal, k, coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]), R, p,
+                                  got)
+        hits.append(hit)
     i = scene.index[hulls[near], 0]
     out[near] = hit_rows(scene, i, R[i], p[i], *(np.array(x) for x in zip(*hits)))
     return out
+
+
+def _bound_queries(scene, hulls, kept):
+    """This thread's coal queries of the pairs ``hulls`` (their plan ``kept``), each bound once: per pair whose
+    hit is coal's closest pair (no closed form, none on a face), ``(ComputeDistance, its result's view (10,),
+    the two placements to fill, the request)``, else None; None where coal hands out no view of its results.
+    Kept by the scene per thread (coal's objects are not shared between threads)."""
+    key = ("hull queries", hulls.tobytes(), threading.get_ident())
+    got = scene.cache.get(key)
+    if got is None:
+        coal = _coal()
+        per = []
+        for k, plan in zip(hulls.tolist(), kept):
+            i, j = scene.index[k].tolist()
+            kinds = (scene.shapes[i].kind, scene.shapes[j].kind)
+            bind = len(plan) == 2 and kinds not in ON_FACE and kinds[::-1] not in ON_FACE
+            per.append((coal.ComputeDistance(*plan), coal.DistanceResult()) if bind else None)
+        blocks = result_blocks(coal, [x[1] for x in per if x is not None])
+        if blocks is not None:
+            blocks, req = iter(blocks), _requests(coal)[0]
+            per = [None if x is None else (x[0], next(blocks), coal.Transform3s(), coal.Transform3s(), req, x[1])
+                   for x in per]
+        got = scene.cache[key] = (None if blocks is None else per,)
+    return got[0]
+
+
+def _bound_query(bound, Ri, pi, Rj, pj):
+    """``(d, w_a, w_b, n)`` of a bound query (:func:`_bound_queries`) at the shapes' placements: coal's closest
+    pair at :data:`~sparsedyn.contact.collision_coal.COAL_TOLERANCE`, as :func:`closest_pair` gives it; None where
+    that query fails (EPA's -DBL_MAX, a point not finite: :func:`closest_pair` retries it)."""
+    fn, block, Ti, Tj, req, res = bound
+    Ti.setTransform(Ri, pi)
+    Tj.setTransform(Rj, pj)
+    res.clear()
+    d = fn(Ti, Tj, req, res)
+    if not (-1e300 < d < math.inf and math.isfinite(block[4:].sum())):
+        return None
+    return d, block[4:7].copy(), block[7:10].copy(), -block[1:4]
 
 
 def closed_form_hits(scene, key, ks, R, p, table=None, sizes=None):

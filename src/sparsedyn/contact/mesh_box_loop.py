@@ -12,7 +12,7 @@ Both are C routines written by hand (:func:`~sparsedyn.kernels.c_library`), used
   that is a box, the two shapes' bounding boxes in their own frames (a box itself; a sphere, capsule,
   cylinder, ellipsoid its extents; a mesh its hull's extents), a capsule's own gap to a shape of
   those kinds, and two convex shapes' gap along the steps of a distance iteration (a mesh's hull, climbed
-  along its edges, or one of those kinds).  A pair is kept where each bound is below its cutoff plus the slack: never a pair
+  along its edges, or one of those kinds but a box).  A pair is kept where each bound is below its cutoff plus the slack: never a pair
   within its cutoff left out, most of the pairs whose spheres alone overlap (a robot's links over a
   wide box) left out.
 * **a mesh's patch on a box**, given the pair's closest points (coal's GJK/EPA on the mesh's convex
@@ -108,8 +108,10 @@ SD_EXPORT void sd_near_pairs(long long P, const long long *ia, const long long *
       const long long c = kind[i] == NB_CAPSULE ? i : j, o = c == i ? j : i;
       near[k] = nb_capsule_gap(R + 9 * c, p + 3 * c, be + 3 * c, kind[o], R + 9 * o, p + 3 * o, be + 3 * o) < top;
     }
-    if (near[k] && (kind[i] != NB_OTHER || count[i] > 0) && (kind[j] != NB_OTHER || count[j] > 0)) {
-      /* two convex shapes: a mesh's hull vertices lie within 2 SAME_POINT of coal's hull (merged vertices) */
+    if (near[k] && (kind[i] != NB_OTHER || count[i] > 0) && (kind[j] != NB_OTHER || count[j] > 0) &&
+        kind[i] != NB_BOX && kind[j] != NB_BOX) {
+      /* two convex shapes, neither a box (its own bounding box, exact: the gaps above are its): a mesh's hull
+         vertices lie within 2 SAME_POINT of coal's hull (merged vertices) */
       const double shrink = 2.0 * same * ((kind[i] == NB_OTHER) + (kind[j] == NB_OTHER));
       nb_shape a = {kind[i], R + 9 * i, p + 3 * i, be + 3 * i, V, first[i], count[i], adjf, adj, start + 6 * i,
                     start[6 * i]};

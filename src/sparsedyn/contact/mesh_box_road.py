@@ -43,7 +43,7 @@ from .mesh_box_loop import _PAR, near_plan
 from .mesh_plane_loop import mesh_plane_loop_rows
 from .reduction import MAX_PATCH_POINTS, patch_depth
 
-__all__ = ["BoxRoad", "EPA_ITERATIONS", "box_road", "box_road_rows", "shape_rows", "step_road"]
+__all__ = ["BoxRoad", "EPA_ITERATIONS", "box_road", "box_road_rows", "result_blocks", "shape_rows", "step_road"]
 
 _GP, _FROM = "geometry_placements", ctypes.c_double.from_buffer
 
@@ -321,19 +321,32 @@ def _scratch(road):
     ``p`` (S, 3) and the broad phase's answers (Q,) that :func:`box_road_rows` fills, with their
     ctypes views ``(R, p, near, (R's, p's, near's))``."""
     coal = _coal()
-    probe = coal.DistanceResult()
-    view = probe.normal
-    probe.normal = np.array([1.0, 2.0, 3.0])
+    views = _normal_views(coal)
     per = []
     for (g, h), fixed, m, b in zip(road.geoms, road.fixed, road.ms, road.bs):
         res = coal.DistanceResult()
-        per.append((coal.ComputeDistance(g, h), res, res.normal if view[2] == 3.0 else None, *fixed, m, b))
+        per.append((coal.ComputeDistance(g, h), res, res.normal if views else None, *fixed, m, b))
     S = road.shapes
     poses = np.empty((S, 3, 3)), np.empty((S, 3)), np.empty(max(len(road.slot), 8), bool)
     req = _distance_request(coal)
     req.epa_max_iterations = EPA_ITERATIONS
     return (per, coal.Transform3s(), coal.Transform3s(), req, _blocks(coal, per),
             (*poses, tuple(_FROM(x) for x in poses)))
+
+
+def _normal_views(coal):
+    """Whether coal hands out its results' normal as a view (a probe: the value set shows in it)."""
+    probe = coal.DistanceResult()
+    view = probe.normal
+    probe.normal = np.array([1.0, 2.0, 3.0])
+    return view[2] == 3.0
+
+
+def result_blocks(coal, results):
+    """Per coal ``DistanceResult`` of ``results`` the view (10,) of its ``[min_distance, normal (3), nearest
+    points (3, 3)]`` (:func:`_blocks`), read with no copy by coal's accessors; None where coal hands out none."""
+    views = _normal_views(coal)
+    return _blocks(coal, [(None, r, r.normal if views else None) for r in results])
 
 
 def _blocks(coal, per):

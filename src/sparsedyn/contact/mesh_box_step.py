@@ -167,15 +167,17 @@ def _road_rows(scene, plan, q, cut, boxes):
     scene pairs' cutoffs ``cut`` (P,), whether a pair of two boxes may be near and which of coal's (H,) bool;
     None where a pair of no rows may touch; False where the road declines."""
     gp = (native_calls(scene.model) or {}).get(_GP)
-    routines = _step_routines()
-    if gp is None or routines is None:
-        return False
     road, threads = plan[0], plan[1]
     me = threading.get_ident()
     tables = threads.get(me)
     if tables is None:
-        tables = threads[me] = _thread_tables(scene, road, plan[2])
-    placed, slots, flag, near_args, rows_args, _, closest, out, _ = tables
+        routines = _step_routines()
+        if routines is None:
+            return False
+        tables = threads[me] = _thread_tables(scene, road, plan[2]) + (routines,)
+    if gp is None:
+        return False
+    placed, slots, flag, near_args, rows_args, _, closest, out, _, routines = tables
     gp(q, "collision", out=placed)
     cut = np.ascontiguousarray(cut, float)
     n = routines[0](near_args[0], cut.ctypes.data, *near_args[1:])
@@ -193,8 +195,9 @@ def _road_rows(scene, plan, q, cut, boxes):
 def _thread_tables(scene, road, at):
     """This thread's tables of ``road``: its table of addresses with cutoffs of its own, the robot shapes'
     placements (two arrays), the pairs kept (``slots`` (Q,), ``flag`` (2,)), the routines' arguments
-    (:data:`STEP_SOURCE`) but the cutoffs and coal's answers, the broad phase's answer (Q,) bool, coal's queries of the slots
-    (:func:`~sparsedyn.contact.mesh_box_road.closest_call`) and the rows (M * 4, 11)."""
+    (:data:`STEP_SOURCE`) but the cutoffs and coal's answers, the broad phase's answer (Q,) bool, coal's
+    queries of the slots (:func:`~sparsedyn.contact.mesh_box_road.closest_call`), the rows (M * 4, 11) and
+    what owns the table; :func:`_road_rows` adds the routines."""
     own = {"cut": np.full(max(len(road.rest), 1), -np.inf), "mcut": np.zeros(len(road.ms)),
            "depth": np.zeros(len(road.ms))}
     tab = (ctypes.c_void_p * len(ROAD_TABLES))(*road.tab)

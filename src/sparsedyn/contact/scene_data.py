@@ -424,7 +424,9 @@ def _other_rows(scene, mixed, q, cut, mesh):
         if any(x is None for x in got):
             return None                                    # (a pair of no rows near: mesh_box_rows)
         # (no pair of two boxes, or of coal's, within its cutoff: no rows; those of coal's near, hull_rows's)
-        bb_near, hulls_near, masks = any(x[1] for x in got), any(np.any(x[2]) for x in got), [x[2] for x in got]
+        masks = [x[2] for x in got]                        # (each True, False, or an array of coal's pairs)
+        bb_near = any(x[1] for x in got)
+        hulls_near = any(m if type(m) is bool else m.any() for m in masks)
         got = [x[0] for x in got]
         out.append(got[0] if not lead else np.stack(got) if got else np.zeros(lead + (0, NEAR_COLUMNS)))
     if mixed.bb is not None:
