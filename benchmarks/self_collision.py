@@ -96,8 +96,9 @@ def run(name, n, noise, repeat):
     print(f"{name}: nv={model.nv}, {len(scene.pairs)} self pairs, {n} states (noise {noise} rad); "
           f"touching pairs a state {touching / n:.1f}; the touching sets equal in {agree} of {n} states")
     print(f"  sd.collide (hits within the margin {scene.margin} m)   {ours:8.1f} us a state")
-    print(f"  pin.computeCollisions (booleans)              {collisions:8.1f} us a state   ratio {ours / collisions:5.2f}")
-    print(f"  pin.computeDistances (every pair's distance)  {distances:8.1f} us a state   ratio {ours / distances:5.2f}")
+    for label, t in (("pin.computeCollisions (booleans)", collisions), ("pin.computeDistances (every pair's distance)",
+                                                                           distances)):
+        print(f"  {label:46s}{t:8.1f} us a state   ratio {ours / t:5.2f}")
 
 
 def main():

@@ -109,7 +109,8 @@ def test_no_pair_within_its_cutoff_is_parted_and_many_overlapping_boxes_are(monk
 
 #: The world shapes about the mesh: (name, kind, size); the rock is a second hull (:func:`_hull`).
 ABOUT_A_HULL = [("rock", "mesh", (1.0, 1.0, 1.0)), ("crate", "box", (0.3, 0.2, 0.4)), ("ball", "sphere", (0.12,)),
-                ("rod", "capsule", (0.05, 0.5)), ("drum", "cylinder", (0.15, 0.3)), ("egg", "ellipsoid", (0.3, 0.2, 0.1))]
+                ("rod", "capsule", (0.05, 0.5)), ("drum", "cylinder", (0.15, 0.3)),
+                ("egg", "ellipsoid", (0.3, 0.2, 0.1))]
 
 
 def _hull(rng, radii, n=400):

@@ -69,20 +69,20 @@ def _closest_key(key):
     return None
 
 
-def hull_rows(scene, hulls, R, p, cut, near=True) -> np.ndarray:
+def hull_rows(scene, hulls, R, p, cut, broad=True) -> np.ndarray:
     """The rows (H, 11) (:func:`~sparsedyn.collision_candidates_near`'s columns ``[d, x (3), n (3),
     w_a in a's body axes (3), n . w_b]``, ``x`` the witness points' midpoint, ``n`` from ``b`` towards
     ``a``, world) of the pairs ``hulls`` (H,) (:func:`hull_pairs`) with the shapes' world placements
     ``R`` (S, 3, 3), ``p`` (S, 3) and every scene pair's cutoff ``cut`` (P,) [m]: the closest pair of
     each pair that the broad phase keeps (:func:`~sparsedyn.contact.mesh_box_loop.near_pairs`, one
     native call: bounding spheres, then the shapes' bounding boxes; without a C compiler the spheres
-    alone), coal's or its closed form; the other rows' distance is +inf.  ``near`` (H,) bool: that broad phase's
+    alone), coal's or its closed form; the other rows' distance is +inf.  ``broad`` (H,) bool: that broad phase's
     answer where the caller has it (the mesh-box road's, on the same poses and cutoffs), else True."""
     out = free_rows((len(hulls),))
     if not len(hulls):
         return out
     c, r = _bounds(scene)
-    every = near_pairs(scene, R, p, cut.take(hulls), c, r, hulls) if near is True else near
+    every = near_pairs(scene, R, p, cut.take(hulls), c, r, hulls) if broad is True else broad
     if every is not None:
         near = np.flatnonzero(every)
     else:
@@ -98,11 +98,9 @@ def hull_rows(scene, hulls, R, p, cut, near=True) -> np.ndarray:
         k, got = hulls[h], kept[h]
         i, j = scene.index[k].tolist()
         hit = None if bound is None or bound[h] is None else _bound_query(bound[h], R[i], p[i], R[j], p[j])
-        if hit is not None:
-            pass
-        elif len(got) == 1:                             # (a closed form: its key)
+        if hit is None and len(got) == 1:               # (a closed form: its key)
             _, *hit = (x[0] for x in closed_form_hits(scene, got[0], hulls[h:h + 1], R, p, CLOSEST))
-        else:
+        elif hit is None:
             coal = coal or _coal()
             hit = closest_on_face(scene, coal, k, coal.Transform3s(R[i], p[i]), coal.Transform3s(R[j], p[j]), R, p,
                                   got)
@@ -115,7 +113,8 @@ def hull_rows(scene, hulls, R, p, cut, near=True) -> np.ndarray:
 def _bound_queries(scene, hulls, kept):
     """This thread's coal queries of the pairs ``hulls`` (their plan ``kept``), each bound once: per pair whose
     hit is coal's closest pair (no closed form, none on a face), ``(ComputeDistance, its result's view (10,),
-    the two placements to fill, the request)``, else None; None where coal hands out no view of its results.
+    the two placements to fill, the request, the result)``, else None; None where coal hands out no view of its
+    results.
     Kept by the scene per thread (coal's objects are not shared between threads)."""
     key = ("hull queries", hulls.tobytes(), threading.get_ident())
     got = scene.cache.get(key)

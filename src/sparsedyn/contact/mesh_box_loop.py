@@ -4,17 +4,16 @@ robot meshes on world boxes (:func:`mesh_box_loop_patches`).
 Both are C routines written by hand (:func:`~sparsedyn.kernels.c_library`), used by
 :func:`~sparsedyn.collide` on the default road where a C compiler is there (else its NumPy road):
 
-* **broad phase**, per pair ``(a, b)`` at the shapes' world poses: the bounding spheres' test of
-  collide's NumPy road (a bounded shape and a plane: the sphere's height above the plane), and where
-  it passes, lower bounds of the pair's distance (:mod:`~sparsedyn.contact.near_bounds_c`), each a
-  separating-axis gap that rounds to less than the distance by far less than
-  :data:`~sparsedyn.contact.collision_near.SLACK`: a shape's bounding sphere against the other where
-  that is a box, the two shapes' bounding boxes in their own frames (a box itself; a sphere, capsule,
-  cylinder, ellipsoid its extents; a mesh its hull's extents), a capsule's own gap to a shape of
-  those kinds, and two convex shapes' gap along the steps of a distance iteration (a mesh's hull, climbed
-  along its edges, or one of those kinds but a box).  A pair is kept where each bound is below its cutoff plus the slack: never a pair
-  within its cutoff left out, most of the pairs whose spheres alone overlap (a robot's links over a
-  wide box) left out.
+* **broad phase**, per pair ``(a, b)`` at the shapes' world poses: the bounding spheres' test of collide's
+  NumPy road (a bounded shape and a plane: the sphere's height above the plane), and where it passes, lower
+  bounds of the pair's distance (:mod:`~sparsedyn.contact.near_bounds_c`), each a separating-axis gap that
+  rounds to less than the distance by far less than :data:`~sparsedyn.contact.collision_near.SLACK`: a shape's
+  bounding sphere against the other where that is a box, the two shapes' bounding boxes in their own frames (a
+  box itself; a sphere, capsule, cylinder, ellipsoid its extents; a mesh its hull's extents), a capsule's own
+  gap to a shape of those kinds, and two convex shapes' gap along the steps of a distance iteration (a mesh's
+  hull, climbed along its edges, or one of those kinds but a box). A pair is kept where each bound is below
+  its cutoff plus the slack: never a pair within its cutoff left out, most of the pairs whose spheres alone
+  overlap (a robot's links over a wide box) left out.
 * **a mesh's patch on a box**, given the pair's closest points (coal's GJK/EPA on the mesh's convex
   hull): :func:`~sparsedyn.contact.reduction.mesh_box_patch`, the same operations in the same order
   (the face holding the closest pair, the hull vertices within the cutoff over it, the reduction's

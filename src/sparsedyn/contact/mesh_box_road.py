@@ -71,7 +71,8 @@ class BoxRoad:
 
 #: The routines' tables (sd_road_near, sd_road_rows of mesh_box_loop), in their order.
 ROAD_TABLES = ("dims", "Rw", "pw", "ia", "ib", "plane", "sc", "sr", "bc", "be", "kind", "cut", "near par", "ms", "bs",
-               "first", "count", "hull", "soa", "sfirst", "half", "mcut", "depth", "swap", "par", "adjf", "adj", "start")
+               "first", "count", "hull", "soa", "sfirst", "half", "mcut", "depth", "swap", "par", "adjf", "adj",
+               "start")
 
 
 def shape_rows(scene):

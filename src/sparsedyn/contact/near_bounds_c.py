@@ -153,11 +153,11 @@ static double nb_capsule_gap(const double *Rc, const double *pc, const double *e
   return best;
 }
 
-/* The row of a hull's vertices (rows v0 .. v0 + nv - 1 of V; adjf, adj: each row's neighbours along the hull's edges,
-   rows of V) highest along c (its frame), climbing to the highest neighbour while one is higher (on a convex polytope
-   a vertex with no higher neighbour is the highest) from the higher of row at (a hull vertex: the last climb's end)
-   and the hull's highest vertex along the axis nearest c (starts: along +x, -x, +y, -y, +z, -z).  A hull without edges (flat, or
-   degenerate: its every vertex kept) is searched whole. */
+/* The row of a hull's vertices (rows v0 .. v0 + nv - 1 of V; adjf, adj: each row's neighbours along the hull's
+   edges, rows of V) highest along c (its frame), climbing to the highest neighbour while one is higher (on a convex
+   polytope a vertex with no higher neighbour is the highest) from the higher of row at (a hull vertex: the last
+   climb's end) and the hull's highest vertex along the axis nearest c (starts: along +x, -x, +y, -y, +z, -z). A
+   hull without edges (flat, or degenerate: its every vertex kept) is searched whole. */
 static long long nb_hull_top(const double *V, long long v0, long long nv, const long long *adjf, const long long *adj,
                              const long long *starts, const double *c, long long at)
 {

@@ -48,7 +48,8 @@ class Scene(SceneBase):
     ``world``: :class:`Shape` objects fixed in the world (a floor ``Shape("plane")``, boxes, ...);
     ``friction``: the Coulomb coefficient of shapes that give none (>= 0); ``srdf``: an SRDF file's path
     (read by :func:`~sparsedyn.load_srdf` for ``model``), what :func:`~sparsedyn.load_srdf` read (its
-    ``disabled_collisions``) or ``(link1, link2)`` pairs to leave out; ``margin`` [m]: pairs closer than this are reported (contacts about to touch).
+    ``disabled_collisions``) or ``(link1, link2)`` pairs to leave out; ``margin`` [m]: pairs closer than
+    this are reported (contacts about to touch).
 
     Attributes: ``model``, ``shapes`` (tuple of :class:`Shape`, robot shapes first; names unique),
     ``pairs`` (``[(name_a, name_b)]``, the checked pairs), ``index`` (P, 2) (their shape indices),

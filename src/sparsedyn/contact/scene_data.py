@@ -440,7 +440,7 @@ def _other_rows(scene, mixed, q, cut, mesh):
                               (hfield_rows, mixed.fields, len(mixed.fields[0]))):
         if n:                                              # (coal's pairs and the height fields': state by state)
             got = [rows_of(scene, pairs, *placements(scene, x), np.ascontiguousarray(c),
-                           **({"near": m} if rows_of is hull_rows else {})) for (x, c), m in zip(states, masks)]
+                           **({"broad": m} if rows_of is hull_rows else {})) for (x, c), m in zip(states, masks)]
             if any(x is None for x in got):
                 return None                                # (a pair with more hits than its rows)
             out.append(got[0] if not lead else np.stack(got))
