@@ -417,33 +417,32 @@ def _other_rows(scene, mixed, q, cut, mesh):
     order (``mesh``: whether the plan has mesh-plane rows); None where a pair of no rows may touch or a pair
     has more hits than its rows."""
     lead, out = np.shape(q)[:-1], []
-    boxes, others, bb_near, hulls_near = mixed.boxes, mixed.others, True, True
+    states = [(q, cut)] if not lead else list(zip(q, cut))
+    # (per state, coal's pairs near: True where no broad phase has run here, hull_rows's own then)
+    boxes, others, bb_near, broad = mixed.boxes, mixed.others, True, [True] * len(states)
     if len(boxes) or not (mesh or len(mixed.hulls) or len(mixed.fields[0])):   # (else those rows alone)
-        got = [mesh_box_step_rows(scene, boxes, others, mixed.bb, mixed.hulls, x, c) for x, c in
-               ([(q, cut)] if not lead else zip(q, cut))]
+        got = [mesh_box_step_rows(scene, boxes, others, mixed.bb, mixed.hulls, x, c) for x, c in states]
         if any(x is None for x in got):
             return None                                    # (a pair of no rows near: mesh_box_rows)
-        # (no pair of two boxes, or of coal's, within its cutoff: no rows; those of coal's near, hull_rows's)
-        masks = [x[2] for x in got]                        # (each True, False, or an array of coal's pairs)
-        bb_near = any(x[1] for x in got)
-        hulls_near = any(m if type(m) is bool else m.any() for m in masks)
+        # (no pair of two boxes within its cutoff: no rows; coal's pairs: the road's answer, True, False or (H,))
+        bb_near, broad = any(x[1] for x in got), [x[2] for x in got]
         got = [x[0] for x in got]
         out.append(got[0] if not lead else np.stack(got) if got else np.zeros(lead + (0, NEAR_COLUMNS)))
     if mixed.bb is not None:
         out.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]) if bb_near else
                     np.full(lead + (len(mixed.bb.pair) * ROWS, NEAR_COLUMNS), np.inf))
-    if len(mixed.hulls) and not hulls_near:                # (hull_rows's answer where none is near)
-        out.append(free_rows(lead + (len(mixed.hulls),)))
-    states = [(q, cut)] if not lead else list(zip(q, cut))
-    masks = masks if len(boxes) or not (mesh or len(mixed.hulls) or len(mixed.fields[0])) else [True] * len(states)
-    for rows_of, pairs, n in ((hull_rows, mixed.hulls, len(mixed.hulls) * hulls_near),
-                              (hfield_rows, mixed.fields, len(mixed.fields[0]))):
-        if n:                                              # (coal's pairs and the height fields': state by state)
-            got = [rows_of(scene, pairs, *placements(scene, x), np.ascontiguousarray(c),
-                           **({"broad": m} if rows_of is hull_rows else {})) for (x, c), m in zip(states, masks)]
-            if any(x is None for x in got):
-                return None                                # (a pair with more hits than its rows)
+    if len(mixed.hulls):                                   # (coal's pairs, state by state; none near: free rows)
+        if any(m if type(m) is bool else m.any() for m in broad):
+            got = [hull_rows(scene, mixed.hulls, *placements(scene, x), np.ascontiguousarray(c), broad=m)
+                   for (x, c), m in zip(states, broad)]
             out.append(got[0] if not lead else np.stack(got))
+        else:
+            out.append(free_rows(lead + (len(mixed.hulls),)))
+    if len(mixed.fields[0]):                               # (the height fields', state by state)
+        got = [hfield_rows(scene, mixed.fields, *placements(scene, x), np.ascontiguousarray(c)) for x, c in states]
+        if any(x is None for x in got):
+            return None                                    # (a pair with more hits than its rows)
+        out.append(got[0] if not lead else np.stack(got))
     return out
 
 
