@@ -164,3 +164,15 @@ def test_one_state_checks_agree_with_the_batch_checks(floating):
     inf_pair[:2] = [np.inf, -np.inf]                  # their sum is NaN, not infinite: refused all the same
     with pytest.raises(ValueError, match="NaN or infinite"):
         _checks.velocity(floating, inf_pair)
+
+
+def test_flat_floats_makes_arrays_of_flat_lists_of_numbers_only():
+    """Flat lists and tuples of Python and NumPy reals become float64 arrays of their values; a nested list,
+    a list holding a string or a bool, an array and None are handed back as they are (the roads' checks
+    name what is wrong with them)."""
+    x = np.array([0.5, -2.0, 3.0])
+    got = _checks.flat_floats(x.tolist(), tuple(x), [1, 2, np.float32(0.5), np.int64(4)])
+    for g, want in zip(got, (x, x, [1.0, 2.0, 0.5, 4.0])):
+        assert type(g) is np.ndarray and g.dtype == np.float64 and g.tolist() == list(want)
+    others = ([[0.5, 1.0]], [0.5, "1.0"], [True, 0.5], x, None)
+    assert all(g is o for g, o in zip(_checks.flat_floats(*others), others))

@@ -302,6 +302,19 @@ def finite_result(name, result, core_ndims):
     return result
 
 
+#: The types of a list's numbers that :func:`flat_floats` converts (Python's, and NumPy's that ``list(q)``
+#: of an array gives).
+_FLAT = frozenset((float, int, np.float64, np.float32, np.int64, np.int32))
+
+
+def flat_floats(*xs):
+    """``xs`` with each flat list or tuple of real numbers (:data:`_FLAT`) made a float64 array (the native
+    roads take one state's float64 arrays as given); anything else as it is (the roads' checks name what
+    is wrong with it)."""
+    return tuple(np.array(x, float) if type(x) in (list, tuple) and _FLAT.issuperset(map(type, x)) else x
+                 for x in xs)
+
+
 def plain_floats(who, name, x, expected):
     """``x`` as a float64 array for a function that runs on numbers only (a time step, a rollout):
     :func:`numeric`'s conversions and errors (ragged lists, complex ...), and an object array of plain

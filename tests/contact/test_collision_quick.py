@@ -4,6 +4,7 @@ table, bit for bit, at poses about the box; and where the road declines (EPA sto
 quick call declines too and collide answers the general road's hits."""
 
 import numpy as np
+import pytest
 
 import sparsedyn as sd
 import sparsedyn.contact.collision as collision
@@ -36,6 +37,23 @@ def test_the_quick_call_is_the_roads_table_picked_bit_for_bit():
             boxed += sum(1 for a, b in got.pairs if "box" in (a, b))
         assert all(c[1] is not None for c in scene.cache[QUICK].values())
     assert boxed >= 30
+
+
+def test_a_plain_list_takes_the_quick_call(monkeypatch):
+    """``q`` as a plain list (Python floats, and ``list(q)``'s NumPy floats) and as a tuple: the quick call
+    answers (the general road is never asked) with the hits of the same state as a float64 array, bit for
+    bit."""
+    scene = _scene(True)
+    with sd.use_backend("native", deterministic=True):
+        q = np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0]
+        sd.collide(scene, q), sd.collide(scene, q)
+        for x in _poses(np.random.default_rng(21), 5):
+            want = sd.collide(scene, x)
+            with monkeypatch.context() as m:
+                m.setattr(collision, "collide_within", lambda *args: pytest.fail("the general road was asked"))
+                for given in (x.tolist(), list(x), tuple(x.tolist())):
+                    got = sd.collide(scene, given)
+                    assert got.pairs == want.pairs and all(np.array_equal(a, b) for a, b in zip(got[1:], want[1:]))
 
 
 def test_where_the_road_declines_so_does_the_quick_call(monkeypatch):

@@ -74,6 +74,19 @@ def test_default_options_and_a_warm_start(monkeypatch):
     assert half.step.iterations == ref.step.iterations
 
 
+def test_plain_lists_take_the_four_calls(monkeypatch):
+    """``q``, ``v``, ``tau`` as plain lists (Python floats, and ``list(q)``'s NumPy floats): the four calls
+    make the derivatives, those of the same state as float64 arrays bit for bit."""
+    model, scene, q, v, tau, _ = SCENES["box on floor"]()
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step_derivatives(model, q, v, tau, scene, DT)              # (builds, grows the layout)
+        want = sd.contact_step_derivatives(model, q, v, tau, scene, DT)
+        for args in ((q.tolist(), v.tolist(), tau.tolist()), (list(q), list(v), list(tau))):
+            d, took, _, _ = _roads(model, scene, *args, {}, monkeypatch)
+            assert took == [True]
+            _equal(d, want, "lists")
+
+
 def _turned_about(q, axis, angle):
     """The free body's configuration ``q`` turned by ``angle`` about the world ``axis`` through its origin."""
     from sparsedyn.model.spatial import quat_to_rot, rot_to_quat

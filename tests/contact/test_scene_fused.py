@@ -343,6 +343,22 @@ def test_arrays_the_native_call_does_not_take_go_the_python_road(monkeypatch):
         assert batch.q[b].tobytes() == one.q.tobytes() and batch.impulses[b].tobytes() == one.impulses.tobytes()
 
 
+def test_plain_lists_take_the_native_call(monkeypatch):
+    """``q``, ``v``, ``tau`` as plain lists of Python floats, as tuples, and as ``list(q)`` of arrays (NumPy
+    floats): one native call each, the step of the same state as float64 arrays bit for bit; a list of
+    strings keeps its error naming the argument."""
+    scene, q, v, tau = _box()
+    spy = _Spy(scene_fused.native_function)
+    monkeypatch.setattr(scene_fused, "native_function", spy)
+    with sd.use_backend("native", deterministic=True):
+        one = sd.contact_step(scene.model, q, v, tau, scene, DT)
+        for args in ((q.tolist(), v.tolist(), tau.tolist()), (tuple(q.tolist()), tuple(v), list(tau))):
+            spy.answered = 0
+            assert _same(sd.contact_step(scene.model, *args, scene, DT), one) and spy.answered == 1
+        with pytest.raises(TypeError, match="q"):
+            sd.contact_step(scene.model, [str(x) for x in q], v, tau, scene, DT)
+
+
 @pytest.fixture(scope="module")
 def talos():
     """talos (example-robot-data's talos_reduced, its 52 collision shapes: 47 meshes, 4 cylinders and a

@@ -126,6 +126,8 @@ def collide(scene, q) -> Hits:
     if not isinstance(scene, SceneBase):
         raise TypeError(f"collide: scene must be a sd.Scene, got {type(scene).__name__}")
     road = scene.cache.get(_ROAD)
+    if type(q) is not np.ndarray:                  # (a plain list of numbers takes the road too)
+        q, = _checks.flat_floats(q)
     if (road is not None and type(q) is np.ndarray and q.dtype is _F64 and q.shape == road[2]
             and use_backend.current() != "numpy"):
         quick = scene.cache.get(QUICK, _NONE).get(get_ident())

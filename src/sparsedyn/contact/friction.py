@@ -213,7 +213,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
             # collision, layout and solve in one native call where the scene's layout holds the contacts:
             # the call and its settings looked up at once (_road_of), the arrays handed over as given (the
             # call declines any but one state's finite float64 arrays: then the roads below say why)
-            road = _road_of(model, contacts, dt, tol, max_iterations, solver, margin)
+            road, (q, v, tau) = _road_of(model, contacts, dt, tol, max_iterations, solver, margin), \
+                _checks.flat_floats(q, v, tau)             # (plain lists of numbers take the road too)
             if road is not None and type(q) is type(v) is type(tau) is np.ndarray and (
                     warm_start is None or type(warm_start) is np.ndarray):
                 got = road[1](road[2], q, v, tau, road[3], warm_start)
@@ -225,9 +226,6 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
                 if contacts.cache.get("data_slot_count", 0) > MIN_DATA_SLOTS:      # (its contacts counted)
                     data_slots_used(contacts, (len(got[0][2]) if got[1] is None else len(got[1]),))
                 return _one_step(got[0], got[1], solver, tol)
-        options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
-                       warm_start=warm_start, margin=margin)
-        return step_in_scene(_slotted_step, model, q, v, tau, contacts, dt, options)[0]
     options = dict(tol=tol, max_iterations=max_iterations, solver=solver, f_ext=f_ext, gravity=gravity,
                    warm_start=warm_start, margin=margin)
     _checks.model_first("contact_step", model, "model, q, v, tau")

@@ -96,10 +96,10 @@ def fused_step(model, q, v, tau, scene, dt, settings, warm_start=None, previous=
     if plan is None:
         return None
     # arrays as given: the native call takes float64 arrays of one state's shapes and declines any
-    # other (a batch, another dtype); sequences converted as the Python road converts them (tau with
-    # the step's own check: its error, where tau is not joint forces, is the Python road's)
-    qa = q if type(q) is np.ndarray else np.asarray(q, float)
-    va = v if type(v) is np.ndarray else np.asarray(v, float)
+    # other (a batch, another dtype); sequences converted with the step's own check (its error, where
+    # one is not numbers, is the Python road's)
+    qa = q if type(q) is np.ndarray else _checks.plain_floats("contact_step", "q", q, f"(..., {model.nq})")
+    va = v if type(v) is np.ndarray else _checks.plain_floats("contact_step", "v", v, f"(..., {model.nv})")
     ta = tau if type(tau) is np.ndarray else _checks.plain_floats("contact_step", "tau", tau, f"(..., {model.nv})")
     run, args, mixed = plan[0], plan[1], plan[4]
     # a scene with robot meshes on world planes: its candidates found as the Python road finds them
@@ -147,8 +147,8 @@ def chained_step(model, q, v, tau, scene, dt, settings, warm_start=None, previou
             return None
     if previous is not None and type(previous[0]) is not FoundContacts:
         return fused_step(model, q, v, tau, scene, dt, settings, warm_start, previous, True)
-    qa = q if type(q) is np.ndarray else np.asarray(q, float)
-    va = v if type(v) is np.ndarray else np.asarray(v, float)
+    qa = q if type(q) is np.ndarray else _checks.plain_floats("contact_step", "q", q, f"(..., {model.nq})")
+    va = v if type(v) is np.ndarray else _checks.plain_floats("contact_step", "v", v, f"(..., {model.nv})")
     ta = tau if type(tau) is np.ndarray else _checks.plain_floats("contact_step", "tau", tau, f"(..., {model.nv})")
     pre = None
     if plan[4] is not None:                        # a mixed plan: its candidates found first (as fused_step)
