@@ -30,6 +30,7 @@ from ..kernels import native_calls
 from .box_box_native import _PAR, ROWS, BoxBoxPlan, _routine, routine
 from .collision_hfield import field_pairs, hfield_rows
 from .hull_pairs import hull_pairs, hull_rows, shape_poses
+from .quiet_extras import quiet_call
 
 __all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits", "extra_rows",
            "no_boxes"]
@@ -127,9 +128,11 @@ def extra_rows(scene, hulls, fields, held, outs):
     if outs is not None:
         R[:len(outs[0])], p[:len(outs[1])] = outs
     c, H = out.shape[1], len(hulls)
-    if H:
-        out[:H] = hull_rows(scene, hulls, R, p, cut)[:, :c]
-    if len(fields[0]):
+    quiet = quiet_call(scene, hulls, fields, held)    # (no pair near: the broad phases' routines alone)
+    broad, still = quiet() if quiet is not None else (True, False)
+    if H and broad is not None:
+        out[:H] = hull_rows(scene, hulls, R, p, cut, broad=broad)[:, :c]
+    if len(fields[0]) and not still:
         got = hfield_rows(scene, fields, R, p, cut)
         if got is None:
             return None

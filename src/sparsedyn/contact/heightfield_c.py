@@ -19,7 +19,7 @@ import numpy as np
 
 from ..kernels import c_routine
 
-__all__ = ["group_on_hfield_c", "NO_HITS"]
+__all__ = ["group_on_hfield_c", "group_call", "NO_HITS"]
 
 SOURCE = r"""
 #include <math.h>
@@ -254,6 +254,28 @@ def group_on_hfield_c(grid, top, R, p, each, cut, table, features):
     hits = buf[o + 1 + 5 * m:o + 1 + 5 * m + 11 * h].reshape(h, 11).copy()
     return [(x[0], tuple(x[1:])) for x in near], (hits[:, 0].astype(int), hits[:, 1], hits[:, 2:5], hits[:, 5:8],
                                                    hits[:, 8:11])
+
+
+def group_call(grid, top, R, p, each, table, features, at, cut):
+    """``near() -> bool``: whether any shape of ``each[1:]`` may have a hit within its cutoff of the field
+    ``each[0]`` (:func:`group_on_hfield_c`'s arguments ``grid``, ``top``, ``each``, ``table``, ``features``;
+    the placements ``R`` (S, 3, 3), ``p`` (S, 3) and the cutoffs ``cut.take(at)`` (m,) as they are when
+    called), its routine's call on the same numbers, bound once (this thread's buffers); None without a C
+    compiler."""
+    got = table[2].get(threading.get_ident()) or _scratch(table, len(each) - 1, len(features[0]))
+    if got is None:
+        return None
+    f, buf, Rs, ps, cuts, o, (b, bR, bp, bo) = got
+    m, take, (_, (nrow, ncol), a) = len(each) - 1, cut.take, grid
+    args = (m, b, bR, bp, table[1], nrow, ncol, a[0], a[1], a[2], a[3], top, features[1], bo)
+
+    def near():
+        R.take(each, 0, Rs)
+        p.take(each, 0, ps)
+        take(at, out=cuts)
+        f(*args)
+        return buf[o] != 0.0
+    return near
 
 
 def _scratch(table, m, n):
