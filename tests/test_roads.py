@@ -111,6 +111,36 @@ def test_a_list_runs_the_kernel_of_the_tuple(name, rng):
             assert all(rel_err(a, b) < _bound(model, args) for a, b in zip(by_list, reference)), name
 
 
+@pytest.mark.parametrize("name", [n for n in NAMES if any(len(s) == 1 for s in REGISTRY[n].inputs.values())])
+def test_one_state_as_plain_lists_runs_the_compiled_kernel(name, rng, monkeypatch):
+    """One state whose vectors are given as plain lists of Python floats (and as ``list(x)``'s NumPy floats):
+    the results of the same state as arrays, bit for bit, by the same road (where the arrays took the
+    compiled kernel's fast path, so do the lists: no general path's call)."""
+    from sparsedyn.codegen.compiled_model import CompiledModel
+    k, model = REGISTRY[name], model_for(name)
+    compiled, public, real = sd.compile(model), getattr(sd, name), CompiledModel._call
+    static = static_choices(model, name)[0]
+    args = arguments(model, name, rng, static=static)
+    flat = {n: x for n, x in args.items() if np.ndim(x) == 1}
+    assert flat, name
+    calls = []
+
+    def counted(self, *a, **kw):
+        calls.append(a[0])
+        return real(self, *a, **kw)
+    with sd.use_backend("native", deterministic=True):
+        public(model, **args, **static)                          # (its fast path installed)
+        monkeypatch.setattr(CompiledModel, "_call", counted)
+        want = _as_tuple(public(model, **args, **static))
+        by_arrays = len(calls)
+        for as_list in (lambda x: np.asarray(x).tolist(), list):
+            del calls[:]
+            got = _as_tuple(public(model, **{**args, **{n: as_list(x) for n, x in flat.items()}}, **static))
+            assert len(calls) == by_arrays, name
+            assert all(np.array_equal(a, b) for a, b in zip(got, want)), name
+    assert compiled is sd.compile(model)
+
+
 CONFIGURATION_INPUTS = [n for n in NAMES for a, s in REGISTRY[n].inputs.items()
                         if a.startswith("q") and s == ("nq",) and a not in REGISTRY[n].unnormalized]
 

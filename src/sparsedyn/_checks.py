@@ -307,12 +307,16 @@ def finite_result(name, result, core_ndims):
 _FLAT = frozenset((float, int, np.float64, np.float32, np.int64, np.int32))
 
 
+def flat_reals(x) -> bool:
+    """Whether ``x`` is a flat list or tuple of real numbers (:data:`_FLAT`): one state as plain numbers."""
+    return type(x) in (list, tuple) and _FLAT.issuperset(map(type, x))
+
+
 def flat_floats(*xs):
-    """``xs`` with each flat list or tuple of real numbers (:data:`_FLAT`) made a float64 array (the native
-    roads take one state's float64 arrays as given); anything else as it is (the roads' checks name what
-    is wrong with it)."""
-    return tuple(np.array(x, float) if type(x) in (list, tuple) and _FLAT.issuperset(map(type, x)) else x
-                 for x in xs)
+    """``xs`` with each flat list or tuple of real numbers (:func:`flat_reals`) made a float64 array (the
+    native roads take one state's float64 arrays as given); anything else as it is (the roads' checks name
+    what is wrong with it)."""
+    return tuple(np.array(x, float) if flat_reals(x) else x for x in xs)
 
 
 def plain_floats(who, name, x, expected):

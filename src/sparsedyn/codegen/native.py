@@ -53,6 +53,7 @@ from concurrent.futures import Future, TimeoutError as _Timeout
 
 import numpy as np
 
+from .. import _checks
 from .. import kernels as _registry
 from . import api, build
 from .compiled_model import CompiledModel, _native_method
@@ -113,6 +114,8 @@ def _numeric(k, args, kwargs) -> bool:
         if type(x) is np.ndarray:
             if x.dtype.kind not in _NUMERIC:
                 return False
+        elif _checks.flat_reals(x):                 # (one state as plain numbers: the kernel's fallback converts it)
+            continue
         elif isinstance(x, (list, tuple)):
             try:
                 if np.asarray(x).dtype.kind not in _NUMERIC:
