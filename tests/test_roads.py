@@ -117,7 +117,7 @@ def test_one_state_as_plain_lists_runs_the_compiled_kernel(name, rng, monkeypatc
     the results of the same state as arrays, bit for bit, by the same road (where the arrays took the
     compiled kernel's fast path, so do the lists: no general path's call)."""
     from sparsedyn.codegen.compiled_model import CompiledModel
-    k, model = REGISTRY[name], model_for(name)
+    model = model_for(name)
     compiled, public, real = sd.compile(model), getattr(sd, name), CompiledModel._call
     static = static_choices(model, name)[0]
     args = arguments(model, name, rng, static=static)
