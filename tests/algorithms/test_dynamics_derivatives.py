@@ -356,3 +356,40 @@ def test_long_chain_of_every_joint_type_equals_ad_and_finite_differences():
     fd = lambda q_, v_, t_: sd.aba(model, q_, v_, t_, f)
     assert rel_err(dq, tangent_fd(model, fd, q, v, tau)) < FD_TOL
     assert rel_err(dv, vector_fd(lambda v_: fd(q, v_, tau), v)) < FD_TOL
+
+
+def test_composite_joints_take_the_analytical_derivatives_of_their_chains():
+    """dm_control's humanoid (its hips and shoulders composite joints of hinges, whose subspaces turn with
+    ``q``): the analytical model is the chains of massless bodies; rnea_derivatives, aba_derivatives and
+    generalized_gravity_derivatives, one state and a batch of three with body forces, on the native road
+    and the NumPy road, equal the differentiated programs of rnea and aba (sd.derivatives) to rounding
+    times the inertia's condition (ABA's), and ABA's central differences."""
+    import warnings
+    from pathlib import Path
+    import dm_control
+    from sparsedyn.algorithms.dynamics_derivatives import analytical_model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"))
+    chained, f = analytical_model(model, np.ones((2, model.nbodies, 6)))
+    assert chained.nbodies > model.nbodies and chained.nv == model.nv and f.shape == (2, chained.nbodies, 6)
+    rng = np.random.default_rng(12)
+    Q = np.stack([model.random_configuration(rng) for _ in range(3)])
+    V, T = rng.normal(size=(2, 3, model.nv))
+    F = rng.normal(size=(3, model.nbodies, 6))
+    kappa = max(np.linalg.cond(h) for h in sd.crba(model, Q))
+    for backend in ("native", "numpy"):
+        with sd.use_backend(backend, deterministic=True):
+            for q, v, tau, fext in ((Q[0], V[0], T[0], None), (Q, V, T, F)):
+                qdd = sd.aba(model, q, v, tau, fext)
+                got = sd.rnea_derivatives(model, q, v, qdd, fext)
+                for x, y in zip(got, sd.derivatives(sd.rnea)(model, q, v, qdd, fext)):
+                    assert rel_err(x, y) < AD_TOL
+                got = sd.aba_derivatives(model, q, v, tau, fext)
+                for x, y in zip(got, sd.derivatives(sd.aba, ("q", "v", "tau"))(model, q, v, tau, fext)):
+                    assert rel_err(x, y) < rounding_bound(model.nv + chained.nbodies, kappa)
+                g = sd.generalized_gravity_derivatives(model, q)
+                assert rel_err(g, sd.derivatives(sd.generalized_gravity, "q")(model, q)) < AD_TOL
+    Dq, Dv, _ = sd.aba_derivatives(model, Q[1], V[1], T[1])
+    assert rel_err(Dq, tangent_fd(model, lambda q_, v_, t_: sd.aba(model, q_, v_, t_), Q[1], V[1], T[1])) < FD_TOL
+    assert rel_err(Dv, vector_fd(lambda v_: sd.aba(model, Q[1], v_, T[1]), V[1])) < FD_TOL

@@ -68,11 +68,13 @@ def _chained(model):
 
 
 def chain_forces(chains, f_ext):
-    """The body forces ``f_ext`` (nbodies, 6) of a model (None: none) on its ``chains``'
-    (:func:`composite_chains`) bodies: each on its body's chain's last body, zero on the others."""
+    """The body forces ``f_ext`` (..., nbodies, 6) of a model (None: none) on its ``chains``'
+    (:func:`composite_chains`) bodies (..., nbodies of the chains, 6): each on its body's chain's last
+    body, zero on the others."""
     if f_ext is None:
         return None
     chained, last = chains
-    out = np.zeros((chained.nbodies, 6), dtype=np.asarray(f_ext).dtype)
-    out[last] = f_ext
+    f_ext = np.asarray(f_ext)
+    out = np.zeros(f_ext.shape[:-2] + (chained.nbodies, 6), dtype=f_ext.dtype)
+    out[..., last, :] = f_ext
     return out

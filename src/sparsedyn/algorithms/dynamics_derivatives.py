@@ -55,8 +55,9 @@ from .. import backend as bk
 from ..kernels import kernel
 from ..model.spatial import (RigidInertia, apply_force_transpose, cross3, cross_force, cross_motion, inner, rigid_apply,
                        rigid_transform, skew)
-from .aba import aba, aba_kernel, float_checker
+from .aba import aba_kernel, float_checker
 from .minv import minv_kernel
+from .composite_chains import chain_forces, composite_chains
 from .derivatives import derivatives, varying_subspaces
 from .rnea import rnea
 from .fd import ltdl_checker
@@ -293,9 +294,22 @@ def rnea_derivatives(model, q, v, a, f_ext=None, gravity=None):
     ``gravity`` are held constant.  Pinocchio's ``computeRNEADerivatives``.
     """
     q, v, a, f_ext, g, shape, _ = _checks.dynamics(model, q, v, a, f_ext, gravity, "a", "nv joint accelerations")
-    if varying_subspaces(model):
+    chained = analytical_model(model, f_ext)
+    if chained is None:
         return derivatives(rnea, ("q", "v", "a"))(model, q, v, a, f_ext=f_ext, gravity=gravity)
-    return rnea_derivative_kernel(model, q, v, a, f_ext, g)
+    return rnea_derivative_kernel(chained[0], q, v, a, chained[1], g)
+
+
+def analytical_model(model, f_ext):
+    """``(model, f_ext)`` whose analytical derivatives (constant motion subspaces) are ``model``'s at the
+    body forces ``f_ext`` (..., nbodies, 6) or None: ``model`` itself, or where a joint's subspace turns
+    with ``q`` its composite joints as chains of massless bodies with the forces on their last bodies
+    (:func:`~sparsedyn.algorithms.composite_chains.composite_chains`: the same ``q``, ``v``, tangent space and
+    joint forces); None where no chain makes every subspace constant (the program's derivatives then)."""
+    if not varying_subspaces(model):
+        return model, f_ext
+    chains = composite_chains(model)
+    return None if chains is None else (chains[0], chain_forces(chains, f_ext))
 
 
 @kernel(inputs={"q": ("nq",), "v": ("nv",), "tau": ("nv",)}, optional=_DYN_OPT,
@@ -325,9 +339,10 @@ def aba_derivatives(model, q, v, tau, f_ext=None, gravity=None):
     """
     q, v, tau, f_ext, g, shape, symbolic = _checks.dynamics(model, q, v, tau, f_ext, gravity, "tau",
                                                             "nv joint forces")
-    if varying_subspaces(model):
-        return derivatives(aba, ("q", "v", "tau"))(model, q, v, tau, f_ext=f_ext, gravity=gravity)
-    if _by_minv(model):
+    chained = analytical_model(model, f_ext)
+    if chained is not None:                      # (composite joints: their chains of massless bodies)
+        model, f_ext = chained
+    if chained is None or _by_minv(model):
         return _aba_derivatives_minv(model, q, v, tau, f_ext, g, symbolic)
     tau0, H = _bias_and_inertia(model, q, v, f_ext, g)
     W, Dinv = _inverse_factor(model, H, None if symbolic else ltdl_checker(model, H))
@@ -450,13 +465,19 @@ def _aba_derivatives_minv(model, q, v, tau, f_ext, g, symbolic):
     """:func:`aba_derivatives` as ``dqdd/dx = -H^-1 dtau/dx`` with ``H^-1`` from the recursive
     :func:`~sparsedyn.minv` (Carpentier and Mansard, 2018: ``O(n d)`` operations and a program of
     that size, where the factorization ``L^T D L`` and its inverse cost ``O(n d^2)`` each) and
-    ``qdd`` from ABA.  On a long chain ``H^-1`` and ``dtau/dx`` are dense: each product, ``n^3``
+    ``qdd`` from ABA.  A model with a joint whose motion subspace turns with ``q`` and no chain of
+    constant ones (:func:`analytical_model`) takes ``dtau/dx`` from RNEA's program differentiated
+    (:func:`~sparsedyn.derivatives`): ABA's program differentiated costs several times as much.  On a long chain ``H^-1`` and ``dtau/dx`` are dense: each product, ``n^3``
     multiplications, is traced as one dense block (:func:`~sparsedyn.backend.matmul`), so that the
     compiled program grows with ``n^2``, not ``n^3``."""
     Minv = minv_kernel(model, q, check=None if symbolic else float_checker(model))
     qdd = aba_kernel(model, q, v, tau, f_ext, g, check=None if symbolic else float_checker(model))
-    T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
-    dq, dv = _assemble(model, T, shp, dtype)
+    if varying_subspaces(model):                # (a composite joint: RNEA's program differentiated)
+        dq, dv = derivatives(rnea, ("q", "v"))(model, q, v, qdd, f_ext=f_ext, gravity=g)
+        shp = dq.shape[:-2]
+    else:
+        T, shp, dtype = _derivative_terms(model, q, v, qdd, f_ext, g, True)
+        dq, dv = _assemble(model, T, shp, dtype)
     Minv = np.broadcast_to(Minv, shp + Minv.shape[-2:])
     nM = -Minv                  # (-a) b = -(a b) exactly: one negation per entry of H^-1, not two per product
     if Minv.ndim == 2:
@@ -489,9 +510,10 @@ def _free_roots(model):
 
 def _static(model, q, f_ext, gravity):
     z = bk.zeros(q.shape[:-1] + (model.nv,), like=q)
-    if varying_subspaces(model):
+    chained = analytical_model(model, f_ext)
+    if chained is None:
         return derivatives(rnea, "q")(model, q, z, z, f_ext=f_ext, gravity=gravity)
-    return rnea_derivative_kernel(model, q, z, z, f_ext, gravity, velocity=False)
+    return rnea_derivative_kernel(chained[0], q, z, z, chained[1], gravity, velocity=False)
 
 
 @kernel(inputs={"q": ("nq",)}, optional={"gravity": (3,)}, outputs={"dg_dq": _NVxNV})

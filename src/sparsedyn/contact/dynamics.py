@@ -57,11 +57,10 @@ import numpy as np
 
 from .. import _checks
 from .. import backend as bk
-from ..algorithms.composite_chains import chain_forces, composite_chains
 from ..algorithms.crba import bias_kernel, crba_kernel
-from ..algorithms.derivatives import derivative_program, varying_subspaces
+from ..algorithms.derivatives import derivative_program
 from ..algorithms.minv import minv
-from ..algorithms.dynamics_derivatives import rnea_derivative_kernel
+from ..algorithms.dynamics_derivatives import analytical_model, rnea_derivative_kernel
 from ..algorithms.rnea import rnea, rnea_kernel
 from ..algorithms.fd import fd_crb_kernel, ltdl_checker
 from ..algorithms.kinematics import joint_transforms
@@ -432,14 +431,12 @@ def _run(prog, arrays):
 def rnea_partials(model, q, v, a, f_ext=None, gravity=None):
     """RNEA's ``(dtau_dq, dtau_dv)`` (graph arrays; ``f_ext`` body wrenches held constant): the
     analytical kernel (written for constant motion subspaces; composite joints of such parts as
-    chains of massless bodies, :func:`~sparsedyn.algorithms.composite_chains.composite_chains`: a
+    chains of massless bodies, :func:`~sparsedyn.algorithms.dynamics_derivatives.analytical_model`: a
     fraction of the traced program's operations), or the traced program's derivatives where a
     joint's ``S`` depends on ``q`` otherwise (kernel use)."""
-    if not varying_subspaces(model):
-        return rnea_derivative_kernel(model, q, v, a, f_ext, gravity, want_da=False)
-    chains = composite_chains(model)
-    if chains is not None:
-        return rnea_derivative_kernel(chains[0], q, v, a, chain_forces(chains, f_ext), gravity, want_da=False)
+    chained = analytical_model(model, f_ext)
+    if chained is not None:
+        return rnea_derivative_kernel(chained[0], q, v, a, chained[1], gravity, want_da=False)
     given = [(n, x) for n, x in (("f_ext", f_ext), ("gravity", gravity)) if x is not None]
     prog = derivative_program(rnea, model, ("q", "v"), optional=tuple(n for n, _ in given))
     return tuple(inline(prog, [q, v, a] + [x for _, x in given]))
