@@ -119,3 +119,28 @@ def test_bad_input():
         sd.normalize(model, q0)
     with pytest.raises(ValueError, match="q0: the quaternion of joint 'root_joint'.*sparsedyn.normalize"):
         sd.interpolate(model, q0, q, 0.5)
+
+
+def test_normalize_takes_the_compiled_kernels_fast_path(monkeypatch):
+    """On the native road a configuration off the unit sphere is normalized by the compiled kernel's fast
+    path (no general path's call: it was the only kernel left off it), to NumPy's road's rounding; a zero
+    quaternion still gets the error naming its joint."""
+    from sparsedyn.codegen.compiled_model import CompiledModel
+    model = sd.humanoid()
+    q = model.random_configuration(np.random.default_rng(4))
+    q[3:7] *= 3.0
+    calls, real = [], CompiledModel._call
+
+    def counted(self, *a, **kw):
+        calls.append(a[0])
+        return real(self, *a, **kw)
+    with sd.use_backend("numpy"):
+        want = sd.normalize(model, q)
+    with sd.use_backend("native", deterministic=True):
+        sd.normalize(model, q)
+        monkeypatch.setattr(CompiledModel, "_call", counted)
+        got = sd.normalize(model, q)
+        assert calls == [] and rel_err(got, want) <= rounding_bound(8)
+        q[3:7] = 0.0
+        with pytest.raises(ValueError, match="joint 'root_joint' is zero"):
+            sd.normalize(model, q)

@@ -264,8 +264,6 @@ class CompiledModel(KernelSet):
 
     def _install_fast(self, m, spec, static):
         key = tuple(static[n] for n in m.static) if m.static else ()
-        if spec.unnormalized:                        # the C fast path checks unit quaternions only
-            return
         try:
             if key in m.fast:
                 return
