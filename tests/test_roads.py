@@ -141,6 +141,36 @@ def test_one_state_as_plain_lists_runs_the_compiled_kernel(name, rng, monkeypatc
     assert compiled is sd.compile(model)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_state_arrays_by_keyword_take_the_direct_road(name, rng, monkeypatch):
+    """One state's arrays given by keyword (``sd.rnea(model, q=q, v=v, a=a)``), or the first by position
+    and the rest by keyword: the results of the call by position bit for bit, by the same road (where
+    the call by position went straight to the native callable, so does this one: no dispatch)."""
+    from sparsedyn.kernels import dispatch
+    k, model = REGISTRY[name], model_for(name)
+    sd.compile(model)
+    public, real = getattr(sd, name), dispatch._dispatch
+    static = static_choices(model, name)[0]
+    args = arguments(model, name, rng, static=static)
+    inputs = [args[n] for n in k.inputs]
+    calls = []
+
+    def counted(*a, **kw):
+        calls.append(a[0].name)
+        return real(*a, **kw)
+    with sd.use_backend("native", deterministic=True):
+        public(model, *inputs, **static)                         # (its native callable ready)
+        monkeypatch.setattr(dispatch, "_dispatch", counted)
+        want = _as_tuple(public(model, *inputs, **static))
+        by_position = len(calls)
+        for first in (0, 1):
+            del calls[:]
+            given = {n: args[n] for n in list(k.inputs)[first:]}
+            got = _as_tuple(public(model, *inputs[:first], **given, **static))
+            assert len(calls) == by_position, name
+            assert all(np.array_equal(a, b) for a, b in zip(got, want)), name
+
+
 CONFIGURATION_INPUTS = [n for n in NAMES for a, s in REGISTRY[n].inputs.items()
                         if a.startswith("q") and s == ("nq",) and a not in REGISTRY[n].unnormalized]
 

@@ -338,7 +338,7 @@ def _plain_public(k, arguments, direct):
     native callable's outputs are its results (all but the contact kernels).  The checks of
     :func:`_contact_set_public` left out are worth ~30 ns a call."""
     name, nmin, nfast = direct.name, direct.nmin, direct.nfast
-    keywords_fit = _keywords_fit(direct)
+    keywords_fit, by_position = _keywords_fit(direct), _inputs_by_position(k, direct)
 
     def public(model=_BY_NAME, /, *args, **kwargs):
         try:
@@ -351,6 +351,8 @@ def _plain_public(k, arguments, direct):
                     return f(*args)
             elif keywords_fit(len(args), kwargs):
                 return f(*args, **kwargs)
+            elif (moved := by_position(args, kwargs)) is not None:
+                return f(*moved[0], **moved[1])
         return _dispatch(k, arguments, model, args, kwargs)
     return public
 
@@ -360,7 +362,7 @@ def _contact_set_public(k, arguments, direct):
     taken as the tuple of its items, on every road) or a named result type (the native callable's
     plain tuple is handed back as ``k.result``)."""
     name, nmin, nfast, sequences, result = direct.name, direct.nmin, direct.nfast, direct.sequences, direct.result
-    keywords_fit = _keywords_fit(direct)
+    keywords_fit, by_position = _keywords_fit(direct), _inputs_by_position(k, direct)
 
     def public(model=_BY_NAME, /, *args, **kwargs):
         for j, n in sequences:                  # inline: a call of _as_tuples costs ~50 ns
@@ -377,6 +379,8 @@ def _contact_set_public(k, arguments, direct):
                     return f(*args) if result is None else result(*f(*args))
             elif keywords_fit(len(args), kwargs):
                 return f(*args, **kwargs) if result is None else result(*f(*args, **kwargs))
+            elif (moved := by_position(args, kwargs)) is not None:
+                return f(*moved[0], **moved[1]) if result is None else result(*f(*moved[0], **moved[1]))
         return _dispatch(k, arguments, model, args, kwargs)
     return public
 
@@ -419,6 +423,29 @@ def _keywords_fit(direct):
         keys = kwargs.keys()
         return 0 <= j <= npos and keys <= statics and keys.isdisjoint(given[j]) and need[j] <= keys
     return keywords_fit
+
+
+def _inputs_by_position(k, direct):
+    """``move(args, kwargs) -> (args, kwargs) or None``: a call of ``direct``'s kernel ``k`` whose state
+    arrays come (some or all) by keyword, ``sd.rnea(model, q=q, v=v, a=a)``, with them moved into their
+    positions, where the rest then fits :class:`Direct` (no keyword but the static arguments, none given
+    twice); None otherwise (the call takes :func:`_dispatch`)."""
+    nin, fits = direct.nin, _keywords_fit(direct)
+    names = tuple(k.inputs)
+    if direct.nfast < nin:
+        return lambda args, kwargs: None
+
+    def move(args, kwargs):
+        n = len(args)
+        if n >= nin or not all(x in kwargs for x in names[n:]):
+            return None
+        rest = {x: y for x, y in kwargs.items() if x not in names}
+        if len(rest) + nin - n != len(kwargs):              # (an input given twice: Python's error)
+            return None
+        args = args + tuple(kwargs[x] for x in names[n:])
+        return (args, rest) if (not rest and direct.nmin <= len(args) <= direct.nfast) or (
+            rest and fits(len(args), rest)) else None
+    return move
 
 
 def _as_tuples(sequences, args, kwargs):
