@@ -96,3 +96,26 @@ def test_massless_model_is_refused():
     z = np.zeros(0)
     with pytest.raises(ValueError, match="no mass"):
         sd.centroidal_dynamics_derivatives(model, z, z, z)
+
+
+def test_composite_joints_take_the_analytical_derivatives_of_their_chains():
+    """dm_control's humanoid (composite joints of hinges): one state and a batch of three, on the native and
+    the NumPy roads, the derivatives equal the differentiated program of centroidal_momentum_rate and the
+    centroidal momentum matrix."""
+    import warnings
+    from pathlib import Path
+    import dm_control
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"))
+    rng = np.random.default_rng(3)
+    Q = np.stack([model.random_configuration(rng) for _ in range(3)])
+    V, A = rng.normal(size=(2, 3, model.nv))
+    for backend in ("native", "numpy"):
+        with sd.use_backend(backend, deterministic=True):
+            for q, v, a in ((Q[0], V[0], A[0]), (Q, V, A)):
+                dh_dq, dhd_dq, dhd_dv, dhd_da = sd.centroidal_dynamics_derivatives(model, q, v, a)
+                ad = sd.derivatives(sd.centroidal_momentum_rate, wrt=("q", "v"))(model, q, v, a)
+                assert rel_err(dh_dq, ad[0][0]) < AD_TOL
+                assert rel_err(dhd_dq, ad[1][0]) < AD_TOL and rel_err(dhd_dv, ad[1][1]) < AD_TOL
+                assert rel_err(dhd_da, sd.centroidal_momentum_matrix(model, q)) < AD_TOL

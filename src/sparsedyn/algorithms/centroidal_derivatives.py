@@ -27,9 +27,9 @@ from .. import _checks
 from ..kernels import kernel
 from ..model.spatial import RigidInertia, Transform, apply_force_transpose, cross3, rigid_transform
 from .centroidal import _about, centroidal_momentum_rate
-from .derivatives import derivatives, varying_subspaces
+from .derivatives import derivatives
 from .com import _total_mass
-from .dynamics_derivatives import joint_terms, momentum_columns, subtree_sums
+from .dynamics_derivatives import analytical_model, joint_terms, momentum_columns, subtree_sums
 from .kinematics_derivatives import body_transform, broadcast_columns, levels, root_motion
 
 __all__ = ["centroidal_dynamics_derivatives"]
@@ -49,9 +49,11 @@ def centroidal_dynamics_derivatives(model, q, v, a):
     a = _checks.vector(model, "a", a, model.nv, "nv joint accelerations")
     shape = _checks.batch_shape(q=(q, 1), v=(v, 1), a=(a, 1))
     inv_m = 1.0 / _total_mass(model)
-    if varying_subspaces(model):
+    chained = analytical_model(model, None)
+    if chained is None:
         (dh, _, _), rate = derivatives(centroidal_momentum_rate, ("q", "v", "a"))(model, q, v, a)
         return (dh,) + tuple(rate)              # a massless model has no centre of mass: a clear error
+    model = chained[0]                          # (composite joints: their chains of massless bodies)
     K = root_motion(model, q, v, a)
     sums = subtree_sums(model, K)
     IC, F, _, M = sums
