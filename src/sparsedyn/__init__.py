@@ -71,6 +71,7 @@ from .contact.friction import (ContactProblem, ContactStep, ContactStepWarning, 
 from .contact.friction import StepArrays, contact_step_kernel
 from .contact.friction_derivatives import ContactStepDerivatives, contact_step_derivatives
 from .contact.scene_derivatives import SlotPartials, scene_step_partials
+from .contact.point_partials import contact_step_partials
 from .contact.shapes import Shape
 from .contact.scene import Scene
 from .contact.joint_stops import with_joint_stops
@@ -209,7 +210,7 @@ __all__ = [
     "ContactDynamics", "Impulse", "ContactWarning",
     "contact_problem", "contact_step", "rollout", "ContactProblem", "ContactStep", "ContactStepWarning", "Rollout",
     "contact_step_kernel", "StepArrays",
-    "contact_step_derivatives", "ContactStepDerivatives", "scene_step_partials", "SlotPartials",
+    "contact_step_derivatives", "ContactStepDerivatives", "scene_step_partials", "SlotPartials", "contact_step_partials",
     "Shape", "Scene", "Hits", "collide", "overlapping_pairs", "SelfOverlapWarning", "collision_candidates", "collision_candidates_near", "mesh_plane_heights",
     "collision_candidates_ahead",
     "center_of_pressure", "zero_moment_point", "support_polygon", "CentersOfPressure", "ZeroMomentPoint",

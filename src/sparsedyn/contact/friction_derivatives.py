@@ -48,7 +48,6 @@ are held constant; the joints' springs and dampers (``passive=True``) by the cha
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import NamedTuple
 
@@ -56,22 +55,15 @@ import numpy as np
 
 from .. import _checks
 from ..algorithms.configuration import integrate_derivatives
-from ..algorithms.derivatives import derivative_program
 from ..algorithms.dynamics_derivatives import rnea_derivatives
 from ..algorithms.minv import minv
-from ..kernels import Kernel, native_calls, use_backend
-from ..model.topology import model_store
-from ..symbolic.ad import inline
-from ..symbolic.ir import Graph
-from ..symbolic.trace import trace_kernel
-from ..model.sensors import Contact
-from .dynamics import _cached, _run, rnea_partials
+from ..kernels import native_calls, use_backend
 from .friction import contact_step
 from .correction import correction_impulses, correction_targets, held_rows
 from .min_norm import min_norm_solve, psd_solve
 from .passive_step import passive_derivatives, passive_flag
-from .friction_problem import (_TINY, PENETRATION_SLOP, ContactStep, _model_and_kernels, _positive, contact_problem,
-                               point_contacts)
+from .point_partials import contact_step_partials, point_contacts_only
+from .friction_problem import _TINY, PENETRATION_SLOP, ContactStep, _model_and_kernels, _positive, point_contacts
 from .scene import Scene
 from .scene_derivatives import MODE_COLUMNS, mode_system, rows_mode_equations, scene_step_partials
 from .scene_slotted import MODE_WEIGHTS, slotted_scene_step
@@ -107,55 +99,6 @@ class ContactStepDerivatives(NamedTuple):
     dq_dv: np.ndarray
     dq_dtau: np.ndarray
     step: ContactStep
-
-
-# --- the contact Jacobian's derivatives: the traced program of J(q), differentiated -------------
-
-def _rows(model, q, contacts):
-    """``(J, gap)``: the contact rows of :func:`contact_problem` (contact frames, ``[t_x, t_y, n]`` per
-    contact) and the gaps, at ``q`` (kernel use; the traced program keeps only what they need)."""
-    zero = np.zeros(q.shape[:-1] + (model.nv,), dtype=q.dtype)
-    P = contact_problem.__kernel__.fn(model, q, zero, zero, contacts)
-    return P.J, P.gap
-
-
-def _m(model, contacts, **_):
-    return 3 * len(tuple(contacts))
-
-
-def _nc(model, contacts, **_):
-    return len(tuple(contacts))
-
-
-_ROWS = Kernel("friction_contact_rows", _rows, {"q": ("nq",)}, {"J": (_m, "nv"), "gap": (_nc,)}, {}, ("contacts",))
-
-
-_OUTPUTS = ("J", "gap", "Minv", "dtau_dq", "dtau_dv", "dJ_dq", "dint_dq", "dint_ddq")
-
-
-def _partials_program(model, contacts, with_f_ext):
-    """One program of every per-state piece of the derivatives, inputs ``q, v, a, dq, gravity[, f_ext]``
-    (the library's vocabulary): ``J`` (m, nv), ``gap`` (nc), ``H^-1``, RNEA's ``dtau_dq`` and ``dtau_dv``
-    at ``(q, v, a)`` (``rnea_partials``), ``dJ_dq`` (m, nv, nv), the
-    derivative of the contact rows on the tangent space (the traced rows, differentiated by the
-    symbolic layer; ``dJ_dq[i, j, k] = d J[i, j] / dq_k``), and the derivatives of ``q (+) dq``
-    (:func:`~sparsedyn.integrate_derivatives`)."""
-
-    def build():
-        nq, nv = model.nq, model.nv
-        shapes = [(nq,), (nv,), (nv,), (nv,), (3,)] + ([(model.nbodies, 6)] if with_f_ext else [])
-        g = Graph()
-        q, v, a, dq, grav, *rest = [g.inputs(j, s) for j, s in enumerate(shapes)]
-        static = {"contacts": contacts}
-        J, gap = inline(trace_kernel(_ROWS, model, static), [q])
-        Minv = inline(trace_kernel(minv.__kernel__, model), [q])[0]
-        Tq, Tv = rnea_partials(model, q, v, a, rest[0] if rest else None, grav)
-        dJ = inline(derivative_program(_ROWS, model, ("q",), static), [q])[0]
-        Dq, Dd = inline(trace_kernel(integrate_derivatives.__kernel__, model), [q, dq])
-        names = ("q", "v", "a", "dq", "gravity") + (("f_ext",) if with_f_ext else ())
-        return g.program([J, gap, Minv, Tq, Tv, dJ, Dq, Dd], shapes, name="contact_step_partials",
-                         input_names=names, output_names=_OUTPUTS)
-    return _cached(("contact_step_partials", contacts, with_f_ext), model, build)
 
 
 # --- the step's derivatives ---------------------------------------------------------------------
@@ -559,17 +502,14 @@ def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
 
 
 def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt):
-    """:class:`_Pieces` of a step with point contacts: the pieces of :func:`_partials_program` for a
-    batch (B leading); on a compiled model the program runs compiled."""
-    # the pieces depend on the points and planes, not on friction: one program for every coefficient
-    contacts = tuple(Contact(c.frame, "3d", point=c.point, plane=c.plane) for c in contacts)
-    args = [q, v, a, dt * w, gravity] + ([f_ext] if f_ext is not None else [])
-    if kernels is model:
-        out = _run(_partials_program(model, contacts, f_ext is not None), args)
-    elif q.shape[0] == 1:                   # one state: the compiled model's single-state fast path
-        out = [x[None] for x in _compiled_partials(kernels, model, contacts, f_ext is not None)(*(x[0] for x in args))]
-    else:
-        out = _compiled_partials(kernels, model, contacts, f_ext is not None)(*args)
+    """:class:`_Pieces` of a step with point contacts: the pieces of
+    :func:`~sparsedyn.contact_step_partials` for a batch (B leading), where ``kernels`` runs them (the
+    plain call's road: native by default; one state as one state, its fast path)."""
+    one, static = len(q) == 1, point_contacts_only(contacts)
+    args = [x[0] if one else x for x in (q, v, a, dt * w, gravity)]
+    out = contact_step_partials(kernels, *args, static, f_ext=f_ext[0] if one and f_ext is not None else f_ext)
+    if one:
+        out = [x[None] for x in out]
     J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
     nv = Minv.shape[-1]
     # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
@@ -580,21 +520,3 @@ def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt)
     C[..., :nv] += np.einsum("bijk,bj->bik", dJ, w)
     JMinv = J @ Minv
     return _Pieces(J, JMinv, JMinv @ np.swapaxes(J, -1, -2), C, gap, W, Dq, Dd)
-
-
-def _compiled_partials(kernels, model, contacts, with_f_ext):
-    """The method of the compiled model ``kernels`` that runs :func:`_partials_program` (added once as
-    a user kernel, built on its first call and cached on disk like every kernel)."""
-    table = model_store(kernels, "contact step partials")
-    key = (contacts, with_f_ext)
-    if key not in table:
-        prog = _partials_program(model, contacts, with_f_ext)
-        name = "contact_step_partials_" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
-        if with_f_ext:
-            def fn(model, q, v, a, dq, gravity, f_ext):
-                return tuple(_run(prog, [q, v, a, dq, gravity, f_ext]))
-        else:
-            def fn(model, q, v, a, dq, gravity):
-                return tuple(_run(prog, [q, v, a, dq, gravity]))
-        table[key] = kernels.add_kernel(fn, name=name)
-    return table[key]
