@@ -114,3 +114,33 @@ def test_problem_builder_reads_as_the_statement():
         sd.sparse_hybrid_dynamics(model, model.neutral(), z, z, z, [0], structure=st)
     with pytest.raises(ValueError, match=r"tau_known: expected shape \(\.\.\., 4\)"):
         sd.sparse_hybrid_dynamics(model, model.neutral(), z, z, z[:3], [1, 3], structure=st)
+
+
+def test_each_models_analysis_is_made_once_and_kept(monkeypatch):
+    """Without ``structure``, the first call of each sparse function analyzes the model's system (per set of
+    known-acceleration joints for hybrid dynamics); later calls reuse that analysis (no new one), with the
+    results of passing it as ``structure``, bit for bit."""
+    from sparsedyn.sparse.measurements import Problem
+    model = random_trees()[1]
+    rng = np.random.default_rng(6)
+    q, (v, a, tau) = model.random_configuration(rng), rng.normal(size=(3, model.nv))
+    made, real = [], Problem.analyze
+
+    def counted(self, *args, **kwargs):
+        made.append(self.name)
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Problem, "analyze", counted)
+    calls = [lambda **s: sd.sparse_inverse_dynamics(model, q, v, a, **s),
+             lambda **s: sd.sparse_forward_dynamics(model, q, v, tau, **s),
+             lambda **s: sd.sparse_hybrid_dynamics(model, q, v, a, tau, [0], **s),
+             lambda **s: sd.sparse_hybrid_dynamics(model, q, v, a, tau, [0, 1], **s)]
+    first = [f() for f in calls]
+    assert len(made) == 4
+    again = [f() for f in calls]
+    assert len(made) == 4
+    problems = [sparse.inverse_dynamics_problem(model), sparse.forward_dynamics_problem(model),
+                sparse.hybrid_dynamics_problem(model, [0]), sparse.hybrid_dynamics_problem(model, [0, 1])]
+    given = [f(structure=real(p)) for f, p in zip(calls, problems)]
+    for x, y, z in zip(first, again, given):
+        for u, w, t in zip(*(r if isinstance(r, tuple) else (r,) for r in (x, y, z))):
+            assert np.array_equal(u, w) and np.array_equal(u, t)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from ..model.topology import model_store
 from .measurements import Problem, forward_dynamics_problem, inverse_dynamics_problem
 
 __all__ = ["hybrid_dynamics_problem", "sparse_hybrid_dynamics", "sparse_inverse_dynamics", "sparse_forward_dynamics"]
@@ -81,8 +82,10 @@ def sparse_hybrid_dynamics(model, q, v, a_known, tau_known, known_acceleration_j
     tau_known = _checks.vector(model, "tau_known", tau_known, model.nv, "nv joint forces")
     shape = np.broadcast_shapes(shape, tau_known.shape[:-1])
     problem = hybrid_dynamics_problem(model, known_acceleration_joints)
-    if structure is None:
-        structure = problem.analyze()
+    if structure is None:                        # (analyzed once per model and set of joints, kept with it)
+        store = model_store(model, "sparse structures")
+        key = ("hybrid",) + tuple(m.name for m in problem.measurements)
+        structure = store.get(key) or store.setdefault(key, problem.analyze())
     elif structure.model is not model or \
             [m.name for m in structure.problem.measurements] != [m.name for m in problem.measurements]:
         raise ValueError(f"structure: analyzed for {structure.problem.name!r} of model {structure.model.name!r}, "
@@ -95,8 +98,12 @@ def sparse_hybrid_dynamics(model, q, v, a_known, tau_known, known_acceleration_j
 # --- the two extremes: every acceleration known (inverse dynamics), none (forward dynamics) ---------
 
 def _structure_for(model, structure, make, kind):
+    """``structure`` checked against ``model`` and ``kind``; None: ``make(model)``'s analysis, made once per
+    model (it depends on the model's structure alone) and kept with it."""
     if structure is None:
-        return make(model).analyze()
+        store = model_store(model, "sparse structures")
+        got = store.get(kind)
+        return got if got is not None else store.setdefault(kind, make(model).analyze())
     if structure.model is not model:
         raise ValueError(f"structure: analyzed for model {structure.model.name!r}, not {model.name!r}")
     if [m.name for m in structure.problem.measurements] != [m.name for m in make(model).measurements]:
@@ -109,8 +116,8 @@ def sparse_inverse_dynamics(model, q, v, a, f_ext=None, gravity=None, structure=
 
     Same arguments and conventions as :func:`sparsedyn.rnea` (``a``: joint accelerations, the
     known variables ``qdd_i`` of the system).  ``structure``: a
-    :class:`Structure` of ``inverse_dynamics_problem(model)`` to reuse (analysis
-    is done here otherwise).  ``full=True`` returns every variable,
+    :class:`Structure` of ``inverse_dynamics_problem(model)`` to reuse (otherwise
+    the model's, analyzed on its first call and kept with the model).  ``full=True`` returns every variable,
     ``{"a", "f", "tau", "fx", "qdd"}`` (``f[..., i, :]``: the wrench transmitted
     through joint ``i``, body ``i`` coordinates).
     """
