@@ -36,6 +36,7 @@ import tempfile
 import time
 import timeit
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -54,11 +55,17 @@ _ERD = {"panda": ("panda_description/urdf/panda.urdf", False),
 def load_bench_model(name):
     """``panda`` (fixed base), ``talos_reduced`` (floating base) from example-robot-data,
     ``chainN``: :func:`sparsedyn.serial_chain` of N revolute links; ``humanoid_<type>_hips``: the
-    built-in humanoid with Euler-angle hips (``humanoid_spherical_zyx_hips``); or a built-in / URDF path."""
+    built-in humanoid with Euler-angle hips (``humanoid_spherical_zyx_hips``); ``dm_humanoid``: dm_control's
+    ``humanoid.xml`` (its multi-hinge joints composite ones); or a built-in / URDF path."""
     if name.startswith("chain") and name[5:].isdigit():
         return sd.serial_chain(int(name[5:]), name=name)
     if name.startswith("humanoid_spherical_") and name.endswith("_hips"):
         return sd.humanoid(hips=name[len("humanoid_"):-len("_hips")])
+    if name == "dm_humanoid":                  # dm_control's humanoid.xml: composite joints (hips, shoulders)
+        import dm_control
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return sd.load_mjcf(str(Path(dm_control.__file__).parent / "suite" / "humanoid.xml"))
     if name in _ERD:
         d = example_robot_data_dir()
         if d is None:

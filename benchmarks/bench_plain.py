@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_plain.py                   # talos_reduced, the user's build cache
     .venv/bin/python benchmarks/bench_plain.py --models panda talos_reduced
     .venv/bin/python benchmarks/bench_plain.py --models humanoid humanoid_spherical_zyx_hips --functions rnea aba
+    .venv/bin/python benchmarks/bench_plain.py --models dm_humanoid --roads     # composite joints; lists, keywords
 
 For each function: the first plain call of the process (with a warm build cache: loading the
 native kernel; a cold cache builds it, in the background after half a second), then the best
@@ -60,6 +61,11 @@ def rows_for(name, rng, functions=None):
     q = model.random_configuration(rng)
     v, a = rng.normal(size=model.nv), rng.normal(size=model.nv)
     qp, vp, ap = conv.q_to_pinocchio(model, q), conv.v_to_pinocchio(model, v), conv.v_to_pinocchio(model, a)
+    q2 = q.copy()                                  # (off the unit sphere: what normalize is for)
+    for i, j in enumerate(model.joints):
+        for k in j.quaternions():
+            q2[model.q_slice(i).start + k:model.q_slice(i).start + k + 4] *= 1.5
+    qp2 = conv.q_to_pinocchio(model, q2)
     frame = model.body_names[-1]
     fid = pm.getFrameId(frame) if pm.existFrame(frame) else pm.nframes - 1
     LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
@@ -74,6 +80,14 @@ def rows_for(name, rng, functions=None):
          (q, frame, "local_world_aligned"), lambda: pin.computeFrameJacobian(pm, pd, qp, fid, LWA)),
         ("center_of_mass", lambda: sd.center_of_mass(model, q), "center_of_mass", (q,),
          lambda: pin.centerOfMass(pm, pd, qp)),
+        ("normalize", lambda: sd.normalize(model, q2), "normalize", (q2,), lambda: pin.normalize(pm, qp2)),
+        ("rnea_derivatives", lambda: sd.rnea_derivatives(model, q, v, a), "rnea_derivatives", (q, v, a),
+         lambda: pin.computeRNEADerivatives(pm, pd, qp, vp, ap)),
+        ("aba_derivatives", lambda: sd.aba_derivatives(model, q, v, a), "aba_derivatives", (q, v, a),
+         lambda: pin.computeABADerivatives(pm, pd, qp, vp, ap)),
+        ("centroidal_dynamics_derivatives", lambda: sd.centroidal_dynamics_derivatives(model, q, v, a),
+         "centroidal_dynamics_derivatives", (q, v, a),
+         lambda: pin.computeCentroidalDynamicsDerivatives(pm, pd, qp, vp, ap)),
     ]
     rows = []
     for fname, plain, meth, args, theirs in cases:
@@ -88,6 +102,21 @@ def rows_for(name, rng, functions=None):
         rows.append((name, fname, first, t_plain, t_k, t_pin))
     kinds = sorted({pm.joints[j].shortname() for j in range(1, pm.njoints)})
     return model, rows, kinds
+
+
+def roads(model, rng, rounds=1000):
+    """Best time of one plain call with the state as arrays, as plain Python lists and by keyword
+    (``sd.rnea(model, q=q, v=v, a=a)``), for ``rnea`` and ``aba_derivatives``, alternating."""
+    import sparsedyn as sd
+    q = model.random_configuration(rng)
+    v, a = rng.normal(size=(2, model.nv))
+    ql, vl, al = q.tolist(), v.tolist(), a.tolist()
+    out = {}
+    for f in (sd.rnea, sd.aba_derivatives):
+        out[f.__name__] = interleaved([lambda: f(model, q, v, a), lambda: f(model, ql, vl, al),
+                                       lambda: f(model, q=q, v=v, a=a) if f is sd.rnea else f(model, q=q, v=v, tau=a)],
+                                      rounds)
+    return out
 
 
 def dispatch(model, rng, rounds=3000):
@@ -107,6 +136,7 @@ def main(argv=None):
                     help="example-robot-data names, chainN, humanoid, humanoid_spherical_zyx_hips (Euler-angle "
                          "hips: Pinocchio's JointModelSphericalZYX), a built-in name or a URDF path")
     ap.add_argument("--functions", nargs="+", default=None, help="only these functions (default: all)")
+    ap.add_argument("--roads", action="store_true", help="also one call with lists and with keywords")
     args = ap.parse_args(argv)
     import sparsedyn as sd
     sd.use_backend("native", deterministic=True)
@@ -125,6 +155,10 @@ def main(argv=None):
             print(f"| {fname} | {first * 1e3:.1f} | {t_plain * 1e6:.2f} | {t_k * 1e6:.2f} | "
                   f"{(t_plain - t_k) * 1e6:+.2f} | {t_pin * 1e6:.2f} | {t_plain / t_pin:.2f} |")
         print(f"| geometric mean | | | | | | {float(np.exp(np.mean(np.log(ratios)))):.2f} |")
+        if args.roads:
+            for fname, (t_arr, t_list, t_kw) in roads(model, rng).items():
+                print(f"roads ({fname}): arrays {t_arr * 1e6:.2f} us, plain lists {t_list * 1e6:.2f} us, "
+                      f"by keyword {t_kw * 1e6:.2f} us")
         for fname, (t_plain, t_k) in dispatch(model, rng).items():
             print(f"dispatch ({fname}, 3000 alternating rounds): sd.{fname}(model, ...) {t_plain * 1e6:.3f} us, "
                   f"k.{fname}(...) {t_k * 1e6:.3f} us, difference {(t_plain - t_k) * 1e6:+.3f} us")

@@ -506,8 +506,12 @@ def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt)
     :func:`~sparsedyn.contact_step_partials` for a batch (B leading), where ``kernels`` runs them (the
     plain call's road: native by default; one state as one state, its fast path)."""
     one, static = len(q) == 1, point_contacts_only(contacts)
-    args = [x[0] if one else x for x in (q, v, a, dt * w, gravity)]
-    out = contact_step_partials(kernels, *args, static, f_ext=f_ext[0] if one and f_ext is not None else f_ext)
+    args = [x[0] if one else x for x in (q, v, a, dt * w, gravity)] + [static]
+    fx = f_ext[0] if one and f_ext is not None else f_ext
+    try:
+        out = contact_step_partials(kernels, *args, f_ext=fx)
+    except _checks.NonFiniteResultError:       # (an overflow: carried on, the derivatives' own error names it)
+        out = contact_step_partials.__kernel__.fn(model, *args, f_ext=fx)
     if one:
         out = [x[None] for x in out]
     J, gap, Minv, Tq, Tv, dJ, Dq, Dd = out
