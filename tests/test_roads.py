@@ -141,6 +141,26 @@ def test_one_state_as_plain_lists_runs_the_compiled_kernel(name, rng, monkeypatc
     assert compiled is sd.compile(model)
 
 
+def test_plain_lists_that_are_not_one_state_of_numbers_keep_their_errors():
+    """On the native road, a list of bools, of the wrong length, holding a string or NaN gets the error
+    naming the argument (the compiled kernel converts flat lists of floats and ints alone); ints are
+    numbers: the call of their floats' values."""
+    model = model_for("rnea")
+    q, z = model.random_configuration(np.random.default_rng(1)).tolist(), [0.0] * model.nv
+    with sd.use_backend("native", deterministic=True):
+        with pytest.raises(TypeError, match="^q: expected a numeric array of real numbers"):
+            sd.rnea(model, [True] * model.nq, z, z)
+        with pytest.raises(ValueError, match=r"^q: expected shape \(\.\.\., %d\)" % model.nq):
+            sd.rnea(model, q[:-1], z, z)
+        with pytest.raises(TypeError, match="^v: expected a numeric array of real numbers"):
+            sd.rnea(model, q, ["1"] + z[1:], z)
+        with pytest.raises(ValueError, match="^a: contains NaN or infinite values"):
+            sd.rnea(model, q, z, [float("nan")] + z[1:])
+        ints = list(range(model.nv))
+        assert np.array_equal(sd.rnea(model, q, ints, z), sd.rnea(model, np.array(q), np.arange(model.nv, dtype=float),
+                                                                    np.zeros(model.nv)))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_state_arrays_by_keyword_take_the_direct_road(name, rng, monkeypatch):
     """One state's arrays given by keyword (``sd.rnea(model, q=q, v=v, a=a)``), or the first by position

@@ -279,9 +279,6 @@ class CompiledModel(KernelSet):
         names = spec.inputs
 
         def fallback(*arrays):
-            given = _checks.flat_floats(*arrays)       # (one state as plain lists: the kernel on their arrays)
-            if any(x is not y for x, y in zip(given, arrays)):
-                return k(*given)
             return self._call(m.name, dict(zip(names, arrays)), {}, static, {}, None)
 
         try:

@@ -172,6 +172,39 @@ static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given
     return t;
 }
 
+/* A flat list or tuple of ``n`` floats (NumPy's float64 among them: a subclass) or ints (not bools) as a new
+   float64 array: one state written as plain Python numbers; NULL, no exception, for anything else. */
+static PyObject *flat_reals(PyObject *o, npy_intp n) {
+    if (!(PyList_CheckExact(o) || PyTuple_CheckExact(o)) || PySequence_Fast_GET_SIZE(o) != n) return NULL;
+    PyObject **items = PySequence_Fast_ITEMS(o);
+    PyObject *a = PyArray_SimpleNew(1, &n, NPY_DOUBLE);
+    if (!a) { PyErr_Clear(); return NULL; }
+    double *d = (double *)PyArray_DATA((PyArrayObject *)a);
+    for (npy_intp i = 0; i < n; i++) {
+        PyObject *x = items[i];
+        if (PyFloat_Check(x)) d[i] = PyFloat_AsDouble(x);
+        else if (PyLong_CheckExact(x)) d[i] = PyLong_AsDouble(x);       /* (too large for a double: an error) */
+        else { Py_DECREF(a); return NULL; }
+        if (d[i] == -1.0 && PyErr_Occurred()) { PyErr_Clear(); Py_DECREF(a); return NULL; }
+    }
+    return a;
+}
+
+/* Kernel_run where some of the vector inputs are flat lists or tuples of numbers (flat_reals): on those
+   made arrays; NULL, no exception, where none is or the kernel declines them (then the fallback). */
+static PyObject *Kernel_run_lists(Kernel *self, PyObject *const *args, PyObject *given) {
+    PyObject *conv[SD_MAXARGS], *in[SD_MAXARGS], *r = NULL;
+    int any = 0;
+    for (int k = 0; k < self->nin; k++) {
+        conv[k] = !PyArray_Check(args[k]) && self->in_ndim[k] == 1 ? flat_reals(args[k], self->in_shape[k][0]) : NULL;
+        in[k] = conv[k] ? conv[k] : args[k];
+        any |= conv[k] != NULL;
+    }
+    if (any) r = Kernel_run(self, in, given);
+    for (int k = 0; k < self->nin; k++) Py_XDECREF(conv[k]);
+    return r;
+}
+
 static PyObject *call_fallback(PyObject *fallback, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     if (PyErr_Occurred()) return NULL;
     return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
@@ -182,6 +215,7 @@ static PyObject *Kernel_vectorcall(Kernel *self, PyObject *const *args, size_t n
     if ((kwnames && PyTuple_GET_SIZE(kwnames)) || nargs != self->nin)
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
     PyObject *r = Kernel_run(self, args, NULL);
+    if (!r && !PyErr_Occurred()) r = Kernel_run_lists(self, args, NULL);
     return r ? r : call_fallback(self->fallback, args, nargsf, kwnames);
 }
 
@@ -341,6 +375,7 @@ static PyObject *Method_vectorcall(Method *self, PyObject *const *args, size_t n
     if (!kern) { if (PyErr_Occurred()) PyErr_Clear(); goto slow; }    /* unhashable: the slow path */
     if (Py_TYPE(kern) != &KernelType) goto slow;
     PyObject *r = Kernel_run((Kernel *)kern, args, given);
+    if (!r && !PyErr_Occurred()) r = Kernel_run_lists((Kernel *)kern, args, given);
     if (r || PyErr_Occurred()) return r;
 slow:
     return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
