@@ -213,8 +213,9 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
             # collision, layout and solve in one native call where the scene's layout holds the contacts:
             # the call and its settings looked up at once (_road_of), the arrays handed over as given (the
             # call declines any but one state's finite float64 arrays: then the roads below say why)
-            road, (q, v, tau) = _road_of(model, contacts, dt, tol, max_iterations, solver, margin), \
-                _checks.flat_floats(q, v, tau)             # (plain lists of numbers take the road too)
+            road = _road_of(model, contacts, dt, tol, max_iterations, solver, margin)
+            if not type(q) is type(v) is type(tau) is np.ndarray:   # (plain lists of numbers take the road too)
+                q, v, tau = _checks.flat_floats(q, v, tau)
             if road is not None and type(q) is type(v) is type(tau) is np.ndarray and (
                     warm_start is None or type(warm_start) is np.ndarray):
                 got = road[1](road[2], q, v, tau, road[3], warm_start)

@@ -84,7 +84,8 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     # and settings looked up at once; the call declines any q, v, tau but one state's float64 arrays),
     # else fused_step (which checks the options)
     road, got = _road_of(model, scene, dt, tol, iterations, solver, margin), None
-    q, v, tau = _checks.flat_floats(q, v, tau)     # (plain lists of numbers take the road too)
+    if not type(q) is type(v) is type(tau) is np.ndarray:       # (plain lists of numbers take the road too)
+        q, v, tau = _checks.flat_floats(q, v, tau)
     if road is not None and type(q) is type(v) is type(tau) is np.ndarray and (
             warm_start is None or type(warm_start) is np.ndarray):
         got = road[1](road[2], q, v, tau, road[3], warm_start, None, True)
