@@ -467,9 +467,10 @@ def _aba_derivatives_minv(model, q, v, tau, f_ext, g, symbolic):
     that size, where the factorization ``L^T D L`` and its inverse cost ``O(n d^2)`` each) and
     ``qdd`` from ABA.  A model with a joint whose motion subspace turns with ``q`` and no chain of
     constant ones (:func:`analytical_model`) takes ``dtau/dx`` from RNEA's program differentiated
-    (:func:`~sparsedyn.derivatives`): ABA's program differentiated costs several times as much.  On a long chain ``H^-1`` and ``dtau/dx`` are dense: each product, ``n^3``
-    multiplications, is traced as one dense block (:func:`~sparsedyn.backend.matmul`), so that the
-    compiled program grows with ``n^2``, not ``n^3``."""
+    (:func:`~sparsedyn.derivatives`): ABA's program differentiated costs several times as much.  On a
+    long chain ``H^-1`` and ``dtau/dx`` are dense: each product, ``n^3`` multiplications, is traced as
+    one dense block (:func:`~sparsedyn.backend.matmul`), so that the compiled program grows with
+    ``n^2``, not ``n^3``."""
     Minv = minv_kernel(model, q, check=None if symbolic else float_checker(model))
     qdd = aba_kernel(model, q, v, tau, f_ext, g, check=None if symbolic else float_checker(model))
     if varying_subspaces(model):                # (a composite joint: RNEA's program differentiated)

@@ -114,7 +114,7 @@ def _numeric(k, args, kwargs) -> bool:
         if type(x) is np.ndarray:
             if x.dtype.kind not in _NUMERIC:
                 return False
-        elif _checks.flat_reals(x):                 # (one state as plain numbers: the kernel's fallback converts it)
+        elif _checks.flat_reals(x):                 # (one state as plain numbers: the compiled kernel converts it)
             continue
         elif isinstance(x, (list, tuple)):
             try:

@@ -56,6 +56,10 @@ def _program(model, static, optional):
     """The program of :func:`contact_step_partials` for ``static["contacts"]``, inputs the kernel's then
     ``f_ext`` where given."""
     contacts = tuple(static["contacts"])
+    bad = next((c for c in contacts if not isinstance(c, Contact) or c.kind != "3d"), None)
+    if bad is not None:
+        raise ValueError(f"contact_step_partials: contacts must be point contacts (sd.Contact(frame, '3d')), "
+                         f"got {bad!r}")
     with_f_ext = "f_ext" in set(optional)
 
     def build():
