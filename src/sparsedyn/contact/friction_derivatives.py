@@ -259,8 +259,8 @@ def differentiate_step(model, kernels, q, v, tau, contacts, dt, step, f_ext=None
     a = (vp - vb - gyroscopic(model, vb, dt)) / dt - transport(model, vb)
     g = flat(model.gravity if gravity is None else np.asarray(gravity, float), (3,))
 
-    def pieces(rows, v, a, w, lam, modes, g, f_ext, h):
-        return _point_pieces(model, kernels, contacts, qb[rows], v, a, w, lam, g, f_ext, h)
+    def pieces(rows, v, a, w, lam, modes, g, f_ext, h, velocity=True):
+        return _point_pieces(model, kernels, contacts, qb[rows], v, a, w, lam, g, f_ext, h, velocity)
     if nc:
         weights = _mode_weights(modes, mu)
         P = pieces(slice(None), vb, a, vp, lam, weights, g, fx, dt)
@@ -401,7 +401,7 @@ def _point_correction_derivative(P, pieces, rows, ln, dt):
     nv = dvc.shape[-1]
     # at w = dv_c (no velocity, no gravity, h = 1): Wq = -H^-1 Rq, Rq = d(H w - J^T l)/dq, Cq = J Wq + d(J w)/dq
     C = pieces(rows, np.zeros((k, nv)), dvc, dvc, lam.reshape(k, m), np.zeros((k, nc, 4)), np.zeros((k, 3)), None,
-               1.0)
+               1.0, False)                          # (the q columns alone are read: no velocity's terms)
     return dvc, np.array([_correction_derivative(P.J[b], P.JMinv[b], P.G[b], ln[k], C.W[k, :, :nv],
                                                  C.C[k, :, :nv], dt) for k, b in enumerate(rows.tolist())])
 
@@ -501,10 +501,11 @@ def _state_derivatives(rows, state, gap, modes, correction, nv, dt):
     return N @ dv, dq
 
 
-def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt):
+def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt, velocity=True):
     """:class:`_Pieces` of a step with point contacts: the pieces of
     :func:`~sparsedyn.contact_step_partials` for a batch (B leading), where ``kernels`` runs them (the
-    plain call's road: native by default; one state as one state, its fast path)."""
+    plain call's road: native by default; one state as one state, its fast path); ``velocity`` False:
+    ``W``'s and ``C``'s ``v`` columns zero (a caller that reads the others alone)."""
     one, static = len(q) == 1, point_contacts_only(contacts)
     args = [x[0] if one else x for x in (q, v, a, dt * w, gravity)] + [static]
     fx = f_ext[0] if one and f_ext is not None else f_ext
@@ -518,7 +519,8 @@ def _point_pieces(model, kernels, contacts, q, v, a, w, lam, gravity, f_ext, dt)
     nv = Minv.shape[-1]
     # dv+ = H^-1 J^T dlambda + W dx,  x = [q, v, tau]
     # free joints: the old axes, the backward gyroscopic term (module transport)
-    Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt)
+    Wv = np.eye(nv) - dt * (Minv @ Tv) + dt * transport_jacobian(model, v) + gyroscopic_jacobian(model, v, dt) \
+        if velocity else np.zeros(Tv.shape)
     W = np.concatenate([-(Minv @ (dt * Tq - np.einsum("bijk,bi->bjk", dJ, lam))), Wv, dt * Minv], -1)
     C = J @ W
     C[..., :nv] += np.einsum("bijk,bj->bik", dJ, w)
