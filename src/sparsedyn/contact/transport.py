@@ -52,6 +52,7 @@ import numpy as np
 from .. import backend as bk
 from ..model.joints import make_joint
 from ..model.spatial import cross3, skew
+from ..model.topology import model_store
 
 __all__ = ["free_dofs", "transport", "transport_jacobian", "to_next_axes", "to_old_axes", "next_axes_jacobian",
            "gyroscopic", "gyroscopic_jacobian"]
@@ -65,10 +66,14 @@ def free_dofs(model):
 
 
 def _free_bodies(model):
-    """``(k, I)`` of each free joint: its first dof and its body's rotational inertia (3, 3) about the
-    joint's origin (child axes)."""
-    return [(int(model.v_start[i]), np.asarray(model.inertia[i], float)[:3, :3])
-            for i, j in enumerate(model.joints) if j.type == "free"]
+    """``(k, I, I^-1)`` of each free joint: its first dof, its body's rotational inertia (3, 3) about the
+    joint's origin (child axes) and its inverse; made once per model (``model_store``)."""
+    store = model_store(model, "free bodies")
+    got = store.get("bodies")
+    if got is None:
+        got = store["bodies"] = [(int(model.v_start[i]), I, np.linalg.inv(I)) for i, j in enumerate(model.joints)
+                                 if j.type == "free" for I in (np.asarray(model.inertia[i], float)[:3, :3],)]
+    return got
 
 
 def _parts(model, x):
@@ -150,14 +155,14 @@ def _inverse3(A):
     return np.stack(c, -1) / det
 
 
-def _gyro(I, w, dt):
+def _gyro(I, Iinv, w, dt):
     """``(delta, A^-1, w_g)`` of one free body: ``A = I - dt L x``, ``L = I w``, ``w_g = A^-1 L``
     (the torque-free backward step) and ``delta = w_g - (w - dt I^-1 (w x L))`` (less the forward
     one), ``delta = -dt^2 A^-1 (L x I^-1 (w x L))`` (no cancellation)."""
     L = (I @ w[..., None])[..., 0]
     Ai = _inverse3(I - dt * skew(L))
     wL = cross3(w, L)
-    delta = -dt * dt * (Ai @ cross3(L, (np.linalg.inv(I) @ wL[..., None])[..., 0])[..., None])[..., 0]
+    delta = -dt * dt * (Ai @ cross3(L, (Iinv @ wL[..., None])[..., 0])[..., None])[..., 0]
     return delta, Ai, (Ai @ L[..., None])[..., 0]
 
 
@@ -173,8 +178,8 @@ def gyroscopic(model, v, dt):
     work (a body whose origin is its centre of mass; the forward term gains ``dt^2 |w x L|^2_(I^-1) / 2``
     a step)."""
     out = 0 * v
-    for k, I in _free_bodies(model):
-        delta = _gyro(I, v[..., k:k + 3], dt)[0]
+    for k, I, Iinv in _free_bodies(model):
+        delta = _gyro(I, Iinv, v[..., k:k + 3], dt)[0]
         out = np.concatenate([out[..., :k], delta, out[..., k + 3:]], -1)
     return out
 
@@ -184,10 +189,10 @@ def gyroscopic_jacobian(model, v, dt):
     ``A^-1 (1 - dt w_g x) I - (1 - dt I^-1 (w x I - L x))`` on its ``omega`` dofs."""
     nv = v.shape[-1]
     out = np.zeros(v.shape[:-1] + (nv, nv), dtype=object if bk.is_symbolic(v) else float)
-    for k, I in _free_bodies(model):
+    for k, I, Iinv in _free_bodies(model):
         w = v[..., k:k + 3]
-        _, Ai, wg = _gyro(I, w, dt)
+        _, Ai, wg = _gyro(I, Iinv, w, dt)
         L = (I @ w[..., None])[..., 0]
-        forward = np.eye(3) - dt * (np.linalg.inv(I) @ (skew(w) @ I - skew(L)))
+        forward = np.eye(3) - dt * (Iinv @ (skew(w) @ I - skew(L)))
         out[..., k:k + 3, k:k + 3] = Ai @ ((np.eye(3) - dt * skew(wg)) @ I) - forward
     return out
