@@ -40,15 +40,15 @@ TABLES_HELD = 16
 
 
 def quiet_call(scene, hulls, fields, held):
-    """``quiet() -> (broad, still)`` for the pairs ``hulls`` (H,) and ``fields`` (:func:`~sparsedyn.contact.
-    collision_hfield.field_pairs`' pairs and rows) of :func:`~sparsedyn.contact.box_box_road.extra_rows`'
-    ``held`` ``(R (S, 3, 3), p (S, 3), cut (P,), table)`` (the placements and cutoffs as they are when it is
-    called): ``broad`` None where the convex pairs' rows (the table's first H) are written free (none near,
-    or none), else the broad phase's answer (H,) bool (a new array) for
-    :func:`~sparsedyn.contact.hull_pairs.hull_rows`; ``still`` True where the height fields' rows (the
-    next ones) are written free (no shape near its field, or no pair).  None where a routine is not built
-    (no C compiler) or the NumPy backend is in use: the roads answer.  Bound once per thread and table,
-    kept in ``scene.cache[QUIET]``."""
+    """``quiet() -> (broad, still)`` for the pairs ``hulls`` (H,) and ``fields``
+    (:func:`~sparsedyn.contact.collision_hfield.field_pairs`' pairs and rows) of
+    :func:`~sparsedyn.contact.box_box_road.extra_rows`' ``held`` ``(R (S, 3, 3), p (S, 3), cut (P,),
+    table)`` (the placements and cutoffs as they are when it is called): ``broad`` None where the convex
+    pairs' rows (the table's first H) are written free (none near, or none), else the broad phase's
+    answer (H,) bool (a new array) for :func:`~sparsedyn.contact.hull_pairs.hull_rows`; ``still`` True
+    where the height fields' rows (the next ones) are written free (no shape near its field, or no pair).
+    None where a routine is not built (no C compiler) or the NumPy backend is in use: the roads answer.
+    Bound once per thread and table, kept in ``scene.cache[QUIET]``."""
     if use_backend.current() == "numpy":
         return None
     per = scene.cache.setdefault(QUIET, {})
