@@ -67,8 +67,8 @@ def _bind(scene, hulls, fields, held):
     H, c = len(hulls), out.shape[1]
     broad = _broad(scene, hulls, R, p, cut) if H else (lambda: None)
     pairs, counts = fields
-    groups = [] if not len(pairs) else [group_call(_field(scene, f)[4], _field(scene, f)[3], R, p, g[3], g[4], g[5],
-                                                   pairs.take(at), cut) for f, at, g in _plan(scene, pairs)[2]]
+    groups = [] if not len(pairs) else [group_call(field[4], field[3], R, p, g[3], g[4], g[5], pairs.take(at), cut)
+                                        for f, at, g in _plan(scene, pairs)[2] for field in (_field(scene, f),)]
     if broad is None or None in groups:
         return None
     free_h, F = free_rows((H,))[:, :c], int(counts.sum())
