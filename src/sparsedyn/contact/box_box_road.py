@@ -129,10 +129,10 @@ def extra_rows(scene, hulls, fields, held, outs):
         R[:len(outs[0])], p[:len(outs[1])] = outs
     c, H = out.shape[1], len(hulls)
     quiet = quiet_call(scene, hulls, fields, held)    # (no pair near: the broad phases' routines alone)
-    broad, still = quiet() if quiet is not None else (True, False)
+    broad, written = quiet() if quiet is not None else (True, False)
     if H and broad is not None:
         out[:H] = hull_rows(scene, hulls, R, p, cut, broad=broad)[:, :c]
-    if len(fields[0]) and not still:
+    if len(fields[0]) and not written:
         got = hfield_rows(scene, fields, R, p, cut)
         if got is None:
             return None

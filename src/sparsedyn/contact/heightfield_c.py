@@ -18,8 +18,9 @@ import threading
 import numpy as np
 
 from ..kernels import c_routine
+from .collision_coal import SAME_POINT
 
-__all__ = ["group_on_hfield_c", "group_call", "NO_HITS"]
+__all__ = ["group_on_hfield_c", "group_call", "group_rows_call", "NO_HITS"]
 
 SOURCE = r"""
 #include <math.h>
@@ -215,6 +216,50 @@ long long sd_hfield_group(long long m, const double *Rs, const double *ps, const
   out[0] = (double)kept;
   return h;
 }
+
+/* hfield_rows of the h hits sd_hfield_group left in out for its m shapes (their placements Rs, ps after the
+   field's), into rows (nrows rows of c columns, each first written free: d = +inf, zeros): shape k's pair's rows
+   from pose[15k] (their count pose[15k + 1]), its hits in turn, each [d, (w_a + w_b) / 2, n, E (R^T (w_a - p)) + r,
+   n . w_b] (collision_near.hit_rows; E = pose[15k + 3..], r = pose[15k + 12..] the shape's placement in its body).
+   -1 where the Python road answers: a kept shape with hits of more kinds (pose[15k + 2]), more hits than its
+   pair's rows, or two hits of one pair within 2 same of each other (collision_coal.one_per_point keeps one). */
+long long sd_hfield_rows(long long m, long long h, const double *Rs, const double *ps, const double *out,
+                         const double *pose, double same, long long nrows, long long c, double *rows)
+{
+  for (long long i = 0; i < nrows; i++) {
+    rows[c * i] = INFINITY;
+    for (long long j = 1; j < c; j++) rows[c * i + j] = 0.0;
+  }
+  long long kept = (long long)out[0];
+  for (long long j = 0; j < kept; j++)
+    if (pose[15 * (long long)out[1 + 5 * j] + 2] != 0.0) return -1;
+  const double *hits = out + 1 + 5 * m;
+  long long rank = 0;
+  for (long long t = 0; t < h; t++) {
+    const double *e = hits + 11 * t, *wa = e + 2, *wb = e + 5, *n = e + 8;
+    rank = t > 0 && e[0] == e[-11] ? rank + 1 : 0;
+    long long k = (long long)out[1 + 5 * (long long)e[0]];
+    const double *P = pose + 15 * k, *R = Rs + 9 * (k + 1), *p = ps + 3 * (k + 1), *E = P + 3, *r = P + 12;
+    if (rank >= (long long)P[1]) return -1;
+    for (long long u = t - rank; u < t; u++) {               /* (the pair's hits before this one) */
+      const double *x = hits + 11 * u + 2;
+      if (fabs(x[0] - wa[0]) < 2 * same && fabs(x[1] - wa[1]) < 2 * same && fabs(x[2] - wa[2]) < 2 * same)
+        return -1;
+    }
+    double *row = rows + c * ((long long)P[0] + rank), full[11], x[3], l[3];
+    for (int i = 0; i < 3; i++) x[i] = wa[i] - p[i];
+    for (int i = 0; i < 3; i++) l[i] = (R[i] * x[0] + R[3 + i] * x[1]) + R[6 + i] * x[2];
+    full[0] = e[1];
+    for (int i = 0; i < 3; i++) {
+      full[1 + i] = (wa[i] + wb[i]) / 2;
+      full[4 + i] = n[i];
+      full[7 + i] = ((E[3 * i] * l[0] + E[3 * i + 1] * l[1]) + E[3 * i + 2] * l[2]) + r[i];
+    }
+    full[10] = (n[0] * wb[0] + n[1] * wb[1]) + n[2] * wb[2];
+    for (long long j = 0; j < c && j < 11; j++) row[j] = full[j];
+  }
+  return h;
+}
 """
 
 
@@ -276,6 +321,39 @@ def group_call(grid, top, R, p, each, table, features, at, cut):
         f(*args)
         return buf[o] != 0.0
     return near
+
+
+def group_rows_call(grid, top, R, p, each, table, features, at, cut, pose, rows):
+    """``written() -> bool``: :func:`group_call`'s routine, then its shapes' hits written as
+    :func:`~sparsedyn.contact.collision_hfield.hfield_rows` writes them into ``rows`` (F, c) (C-contiguous; every
+    row free first: where no shape is near, all of them), in one more C call; False where that road must answer
+    instead (a shape near with hits of more kinds, more hits than its pair's rows, or two of a pair's hits at one
+    point).  ``pose`` (m, 15): per shape of ``each[1:]`` its pair's first row in ``rows``, their count, 1 where
+    it is of a kind with more hits, and its placement in its body (``E`` (9) row-major, ``r`` (3)); None without
+    a C compiler or where ``rows`` is not C-contiguous."""
+    got = table[2].get(threading.get_ident()) or _scratch(table, len(each) - 1, len(features[0]))
+    g = _rows_routine()
+    if got is None or g is None or not rows.flags.c_contiguous:
+        return None
+    f, buf, Rs, ps, cuts, o, (b, bR, bp, bo) = got
+    m, take, (_, (nrow, ncol), a) = len(each) - 1, cut.take, grid
+    args = (m, b, bR, bp, table[1], nrow, ncol, a[0], a[1], a[2], a[3], top, features[1], bo)
+    pose = np.ascontiguousarray(pose, float)
+    rest = (b, bR, bo, pose.ctypes.data, SAME_POINT, len(rows), rows.shape[1], rows.ctypes.data)
+
+    def written():
+        R.take(each, 0, Rs)
+        p.take(each, 0, ps)
+        take(at, out=cuts)
+        return g(m, f(*args), *rest) >= 0
+    written.pose = pose                              # (its address is the routine's: kept alive with the call)
+    return written
+
+
+def _rows_routine():
+    """``sd_hfield_rows`` (ctypes), or None without a C compiler."""
+    return c_routine(SOURCE, "sd_hfield_rows", [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 4 +
+                     [ctypes.c_double, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_void_p], ctypes.c_longlong)
 
 
 def _scratch(table, m, n):
