@@ -14,7 +14,8 @@ free rows (distance +inf), as the roads write them; else the roads answer, the c
 phase's answer handed on.  Shapes on one height field whose hits are their features' alone (spheres, meshes'
 hull vertices: a quadruped's toes on its terrain) have their rows written in C too, from the broad phase's own
 call (:func:`~sparsedyn.contact.heightfield_c.group_rows_call`).  The same routines on the same numbers: the
-roads' rows, bit for bit.
+roads' rows, bit for bit (the C rows' point in its body and ``n . w_b``, the same three-term sums written
+again: to rounding).
 """
 
 from __future__ import annotations
