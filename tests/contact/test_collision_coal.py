@@ -188,3 +188,22 @@ def test_every_scene_of_a_model_reads_and_hulls_each_mesh_geometry_once():
         scene = sd.Scene(model, world=[sd.Shape("mesh", (1.0, 1.0, 1.0), mesh=plate, name=name)])
         with pytest.raises(ValueError, match=f"mesh shape '{name}' is flat"):
             _hull_convex(scene, len(scene.shapes) - 1)
+
+
+@pytest.mark.parametrize("size, grid", [((1.0, 0.5, 0.2, 0.1), (8, 12)), ((10.0, 10.0, 0.3, 0.05), (50, 60)),
+                                        ((2.0, 3.0, 1.5, 0.4), (5, 5))])
+def test_a_height_fields_bounding_sphere_is_that_of_coals_box_of_it(size, grid):
+    """A world height field's bounding sphere (centre in its frame, radius) is the one of coal's
+    ``HeightFieldAABB`` of the same grid (its local box's centre and half diagonal), to rounding; and coal's
+    object of the field is not made for it."""
+    from conftest import rounding_bound
+    heights = np.random.default_rng(len(grid) + grid[0]).uniform(0.0, 1.0, grid)
+    scene = sd.Scene(box_model(), world=[sd.Shape("hfield", size, heights=heights, name="ground")])
+    k = next(i for i, s in enumerate(scene.shapes) if s.kind == "hfield")
+    c, r = _bounds(scene)
+    sx, sy, top, base = size
+    g = coal.HeightFieldAABB(2 * sx, 2 * sy, np.ascontiguousarray(top * heights[::-1]), -base)
+    g.computeLocalAABB()
+    scale = rounding_bound(4) * max(sx, sy, top + base)
+    assert np.abs(c[k] - np.asarray(g.aabb_center)).max() <= scale and abs(r[k] - g.aabb_radius) <= scale
+    assert ("coal", k) not in scene.cache

@@ -144,3 +144,26 @@ def test_how_far_a_shape_reaches_down_is_its_lowest_point(kind, size):
             rim = np.column_stack([size[0] * np.cos(t), size[0] * np.sin(t), np.zeros_like(t)])
             low = max((-((rim + [0, 0, z]) @ R.T) @ up).max() for z in (-size[1] / 2, size[1] / 2))
             assert low - bound <= got <= low + 2 * np.pi * size[0] / 3600
+
+
+def test_the_default_road_makes_no_triangles_of_a_field():
+    """A ball into a 300 x 300 field, collided and stepped on the default road: the field's triangles (the NumPy
+    road's, eighteen numbers a cell) are never made; the NumPy road makes them when it first needs them, and
+    finds the same hit (its distance to rounding)."""
+    from sparsedyn.contact.collision_hfield import _triangles
+    b = sd.ModelBuilder("one").add_body("ball", None, sd.make_joint("free"), mass=1.0, rot_inertia=np.eye(3) * 0.01)
+    model = b.build().with_geometry(sd.Geometry("ball", 0, Transform(np.eye(3), np.zeros(3)), "sphere", (0.05,),
+                                                "collision"))
+    heights = 0.5 + 0.01 * np.random.default_rng(3).uniform(0.0, 1.0, (300, 300))     # (the surface 0.1-0.102 m high)
+    scene = sd.Scene(model, world=[sd.Shape("hfield", (3.0, 3.0, 0.2, 0.1), heights=heights, name="ground")])
+    h = next(i for i, s in enumerate(scene.shapes) if s.kind == "hfield")
+    q = np.array([0.1, 0.2, 0.149, 0.0, 0.0, 0.0, 1.0])                                  # (the ball 1-3 mm into it)
+    key = ("height field triangles", h)
+    with sd.use_backend("native", deterministic=True):
+        got = sd.collide(scene, q)
+        sd.contact_step(model, q, np.zeros(6), np.zeros(6), scene, 0.002)
+    assert key not in scene.cache and len(got.distances) == 1
+    with sd.use_backend("numpy"):
+        want = sd.collide(scene, q)
+    assert key in scene.cache and _triangles(scene, h).shape == (2 * 299 * 299, 3, 3)
+    assert want.pairs == got.pairs and abs(want.distances[0] - got.distances[0]) <= rounding_bound(64)

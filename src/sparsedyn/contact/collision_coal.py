@@ -321,9 +321,17 @@ def _bounds(scene):
 
 def _shape_bounds(scene, k):
     """``(centre (3,), radius)`` of mesh or height field shape ``k``: about its frame's origin where its
-    vertices are given, else coal's bounding box's."""
-    r = scene.shapes[k].bounding_radius
+    vertices are given; a height field's bounding box's (its grid's extent, from its base to its highest point:
+    the box coal would bound it by, without building coal's object of a million cells); else coal's bounding
+    box's."""
+    s = scene.shapes[k]
+    r = s.bounding_radius
     if np.isfinite(r):
         return np.zeros(3), r
+    if s.kind == "hfield":
+        sx, sy, top, base = s.size
+        z = top * np.asarray(s.heights, float)
+        lo, hi = np.array([-sx, -sy, min(-base, z.min())]), np.array([sx, sy, z.max()])
+        return (lo + hi) / 2, float(np.linalg.norm(hi - lo) / 2)
     g = _coal_geometry(scene, k)
     return np.asarray(g.aabb_center, float), float(g.aabb_radius)

@@ -50,17 +50,16 @@ def _features(scene, k):
 
 
 def hfield_pairs(scene, ks, R, p, margin):
-    """Hits of pairs ``ks`` of a shape and a height field within ``margin`` (a number, or one per pair):
-    each of the shape's features (:func:`_features`) against the surface's triangles
-    (:func:`_feature_hits`: the broad test :func:`_near`, then
-    :func:`~sparsedyn.contact.heightfield.points_on_hfield`, the pairs on a field in one C call where
-    built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and the hits of
-    :func:`_more_hits` (in one C call where built): an ellipsoid's support point and a cylinder's rim
-    points on the faces, and the grid points and the triangles' edges pressing into a box, a capsule, a
-    cylinder or an ellipsoid deeper than every other hit (a bump or a ridge under a face).  A shape whose
-    lowest point lies higher than ``margin`` above every grid point under it has none (:func:`_near`).
-    coal's ``HeightField`` contacts are not used: coal 3.0 reports their depth as ``-|d|`` whichever the
-    side, and measures a cell as a prism whose side walls are not the surface.  No hit: ``NO_HITS`` (read-only)."""
+    """Hits of pairs ``ks`` of a shape and a height field within ``margin`` (a number, or one per pair): each of
+    the shape's features (:func:`_features`) against the surface's triangles (:func:`_feature_hits`: the broad
+    test :func:`_near`, then :func:`~sparsedyn.contact.heightfield.points_on_hfield`, the pairs on a field in one
+    C call where built, :mod:`~sparsedyn.contact.heightfield_c`, else NumPy), and the hits of :func:`_more_hits`
+    (in one C call where built): an ellipsoid's support point and a cylinder's rim points on the faces, and the
+    grid points and the triangles' edges pressing into a box, a capsule, a cylinder or an ellipsoid deeper than
+    every other hit (a bump or a ridge under a face).  A shape whose lowest point lies higher than ``margin``
+    above every grid point under it has none (:func:`_near`).  coal's ``HeightField`` contacts are not used:
+    coal 3.0 reports their depth as ``-|d|`` whichever the side, and measures a cell as a prism whose side walls
+    are not the surface.  No hit: ``NO_HITS`` (read-only)."""
     ks = np.asarray(ks, int).reshape(-1)
     reach = np.asarray(margin, float)
     reach = np.full(len(ks), float(reach)) if reach.ndim == 0 else reach.reshape(-1)
@@ -77,11 +76,11 @@ def hfield_pairs(scene, ks, R, p, margin):
             blocks.append((pair, d, wa, wb, n))
             continue
         Rl, pl = R[f].T @ R[sa], (p[sa] - p[f]) @ R[f]            # the shapes in the height field's frame
-        triangles, grid, z, _, _ = _field(scene, f)
+        grid, z, _, _ = _field(scene, f)
         deepest = np.full(len(at), np.inf)
         np.minimum.at(deepest, o, d)
         ts = np.flatnonzero(more)
-        t, *hits = _more_hits(scene, sa, ts, [near[x][1] for x in ts.tolist()], triangles, grid.reshape(z.shape + (3,)),
+        t, *hits = _more_hits(scene, sa, ts, [near[x][1] for x in ts.tolist()], grid.reshape(z.shape + (3,)),
                               Rl, pl, R, p, f, cut_k, deepest)
         hits = hits[0], *_flipped(field[at][t][:, None], *hits[1:])
         order = np.argsort(np.concatenate([2 * o, 2 * t + 1]), kind="stable")      # (a pair's features, then more)
@@ -101,7 +100,7 @@ def _feature_hits(scene, group, R, p, cut):
     C call where built (:func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c`: the window's own
     highest point)."""
     f, sa, flip, each, table, features = group
-    hf, (triangles, _, _, top, grid) = scene.shapes[f], _field(scene, f)
+    hf, (_, _, top, grid) = scene.shapes[f], _field(scene, f)
     if use_backend.current() != "numpy":
         got = group_on_hfield_c(grid, top, R, p, each, cut, table, features)
         if got is not None:
@@ -116,7 +115,7 @@ def _feature_hits(scene, group, R, p, cut):
     owner = np.repeat(np.arange(len(sk)), [len(x[1]) for x in got])
     C = np.concatenate([C @ Rl[t].T + pl[t] for t, (C, _) in enumerate(got)]).reshape(-1, 3)
     r, reach = np.concatenate([x[1] for x in got]), cut[kept][owner]
-    idx, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, triangles, C, r, reach)
+    idx, d, wa, wb, n = points_on_hfield(hf.size, hf.heights, _triangles(scene, f), C, r, reach)
     wa, wb, n = wa @ R[f].T + p[f], wb @ R[f].T + p[f], n @ R[f].T              # (world)
     return near, (owner[idx], d, *_flipped(flip[kept][owner[idx]][:, None], wa, wb, n))
 
@@ -143,15 +142,22 @@ def _plan(scene, ks):
 
 
 def _field(scene, h):
-    """``(triangles (T, 3, 3), grid points (nrow ncol, 3), heights z (nrow, ncol), the highest, the grid as
-    the C routine takes it)`` of height field shape ``h`` in its frame, kept by the scene."""
-    key = ("triangles", h)
+    """``(grid points (nrow ncol, 3), heights z (nrow, ncol), the highest, the grid as the C routine takes it)``
+    of height field shape ``h`` in its frame, kept by the scene."""
+    key, hf = ("height field grid", h), scene.shapes[h]
     if key not in scene.cache:
-        hf = scene.shapes[h]
         x, y, z = hfield_grid(hf.size, hf.heights)
         X, Y = np.meshgrid(x, y)
-        scene.cache[key] = (hfield_triangles(hf.size, hf.heights), np.column_stack([X.ravel(), Y.ravel(), z.ravel()]), z,
-                            z.max(), field_grid(x, y, z, hf.size))
+        scene.cache[key] = (np.stack([X, Y, z], -1).reshape(-1, 3), z, z.max(), field_grid(x, y, z, hf.size))
+    return scene.cache[key]
+
+
+def _triangles(scene, h):
+    """The triangles (T, 3, 3) of height field shape ``h`` in its frame (the NumPy road's; nine numbers per
+    triangle, two per cell: made when that road first asks), kept by the scene."""
+    key, hf = ("height field triangles", h), scene.shapes[h]
+    if key not in scene.cache:
+        scene.cache[key] = hfield_triangles(hf.size, hf.heights)
     return scene.cache[key]
 
 
@@ -166,7 +172,7 @@ def _near(scene, h, a, R, p, cut):
     against the field's highest point, then the highest of the blocks of :data:`BLOCK` grid points
     the window meets (:func:`_block_max`, at least the window's), then the window's own, or off the
     grid by as much."""
-    (sx, sy, _, _), (_, _, z, top, _) = scene.shapes[h].size, _field(scene, h)
+    (sx, sy, _, _), (_, z, top, _) = scene.shapes[h].size, _field(scene, h)
     c, rad = _bounds(scene)
     o, rb = (p[a] + np.einsum("mij,mj->mi", R[a], c[a]) - p[h]) @ R[h], rad[a]
     maybe = o[:, 2] - rb - top < cut                   # (the bounding sphere first: cheap)
@@ -230,12 +236,11 @@ def _supports(scene):
 
 
 def _group(scene, f, sa, flip):
-    """``(f, sa, flip, each, table, features)``: the shapes ``sa`` (m,) on height field ``f`` (``flip``
-    (m,): where the field is their pair's first shape) as
-    :func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c` takes them: ``each`` (m + 1,) the field and
-    the shapes; ``table`` (m, 16), its address and the call's buffers per thread: each shape's bounding
-    sphere's centre (its frame) and radius, its :func:`_supports` coefficients, 1 where it has none,
-    ``flip``, its first feature and their count in ``features`` (the table (N, 4) of their
+    """``(f, sa, flip, each, table, features)``: the shapes ``sa`` (m,) on height field ``f`` (``flip`` (m,):
+    where the field is their pair's first shape) as :func:`~sparsedyn.contact.heightfield_c.group_on_hfield_c`
+    takes them: ``each`` (m + 1,) the field and the shapes; ``table`` (m, 16), its address and the call's buffers
+    per thread: each shape's bounding sphere's centre (its frame) and radius, its :func:`_supports` coefficients,
+    1 where it has none, ``flip``, its first feature and their count in ``features`` (the table (N, 4) of their
     :func:`_features`, centre and radius, and its address)."""
     each = [_features(scene, i) for i in sa.tolist()]
     rows = np.concatenate([np.column_stack([C, r]) for C, r in each]).reshape(-1, 4)
@@ -266,8 +271,7 @@ def _more_table(scene):
 
 
 def _sizes(scene):
-    """The scene's shapes' sizes (S, 3), padded with zeros (a mesh's and a height field's: zeros), kept by the
-    scene."""
+    """The scene's shapes' sizes (S, 3), padded with zeros (a mesh's and a height field's: zeros); the scene's."""
     got = scene.cache.get("hfield sizes")
     if got is None:
         got = scene.cache["hfield sizes"] = np.zeros((len(scene.shapes), 3))
@@ -303,7 +307,7 @@ def _block_max(scene, h, z, i0, i1, j0, j1):
 _MORE = ("box", "capsule", "cylinder", "ellipsoid")
 
 
-def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, deepest):
+def _more_hits(scene, sa, ts, windows, grid, Rl, pl, R, p, f, cut, deepest):
     """``(t, d, w_a, w_b, n)`` (world, ``a`` the shape, ``n`` from the field towards it; ``t`` the
     position in ``sa`` of each hit's shape) of the shapes ``sa[ts]`` (boxes, capsules, cylinders,
     ellipsoids; near height field ``f``, each over the ``windows`` of grid rows and columns ``(i0, i1,
@@ -314,13 +318,13 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
     side (:func:`_capsule_edges`), a cylinder's rims (:func:`_rim_edges`) or an ellipsoid
     (:func:`_ellipsoid_hits`) where the edge is a ridge whose least distance to it lies inside it
     (:func:`_local_least`); those within ``cut[x]`` and deeper than every feature and face by
-    :data:`SAME_DEPTH` (a bump or a ridge pressing into it).  ``grid`` (nrow, ncol, 3),
-    ``triangles``, ``Rl`` and ``pl`` (the shapes, (m, 3, 3) and (m, 3)) in the field's frame; ``R``,
-    ``p`` every shape's world placement.  Off the NumPy road in one C call where built
+    :data:`SAME_DEPTH` (a bump or a ridge pressing into it).  ``grid`` (nrow, ncol, 3)
+    (the NumPy road's; its triangles :func:`_triangles`), ``Rl`` and ``pl`` (the shapes, (m, 3, 3) and (m, 3)) in
+    the field's frame; ``R``, ``p`` every shape's world placement.  Off the NumPy road in one C call where built
     (:func:`~sparsedyn.contact.heightfield_more_c.more_on_hfield_c`)."""
     Rh, ph = R[f], p[f]
     if use_backend.current() != "numpy":
-        got = more_on_hfield_c(_field(scene, f)[4], (Rh, ph), _more_table(scene)[sa[ts]], ts, windows, (Rl, pl), cut,
+        got = more_on_hfield_c(_field(scene, f)[3], (Rh, ph), _more_table(scene)[sa[ts]], ts, windows, (Rl, pl), cut,
                                deepest)
         if got is not None:
             return got
@@ -350,7 +354,7 @@ def _more_hits(scene, sa, ts, windows, triangles, grid, Rl, pl, R, p, f, cut, de
     deepest = deepest.copy()
     for i in np.flatnonzero(np.isin(kinds, tuple(FACE_ROWS))).tolist():
         x = ts[i]
-        faces = _face_hits(scene, sa[x], grid, windows[i], triangles, (Rl[x], pl[x]), (Rh, ph), cut[x])
+        faces = _face_hits(scene, sa[x], grid, windows[i], _triangles(scene, f), (Rl[x], pl[x]), (Rh, ph), cut[x])
         blocks.append([np.full(len(faces[0]), x), *faces, np.ones(len(faces[0]), bool)])    # (faces: all kept)
         mine = tuple(e[edges[3] == x] for e in edges[:3])
         if kinds[i] == "ellipsoid":
