@@ -239,3 +239,28 @@ def test_shapes_on_a_height_field_take_the_road_with_its_rows():
                 assert np.abs(a - b).max(initial=0.0) <= BOUND
             seen |= set(got.pairs)
     assert {("leg", "ground"), ("egg", "ground"), ("egg", "ball")} <= seen
+
+
+def test_a_batch_over_a_field_steps_each_state_as_its_single_step(monkeypatch):
+    """:func:`field_scene`'s 40 poses as one batch (a velocity each): the rows of its pair for coal and on the
+    field are each state's single step's (``extra_rows_by_state``: the broad phases bound once, the roads where a
+    pair is near), so the batch's ``q+``, ``v+``, impulses and iterations are the single steps' bit for bit; both
+    the field's and coal's pairs touch in some states."""
+    import sparsedyn.contact.box_box_road as road
+    scene, poses = field_scene()
+    model, rng = scene.model, np.random.default_rng(9)
+    Q, V = np.array(poses), rng.normal(scale=0.3, size=(len(poses), 12))
+    calls = []
+    real = road.extra_rows_by_state
+    monkeypatch.setattr(scene_data, "extra_rows_by_state", lambda *a: calls.append(1) or real(*a))
+    with sd.use_backend("native", deterministic=True):
+        batch = sd.contact_step(model, Q, V, np.zeros(12), scene, 0.002)
+        ones = [sd.contact_step(model, Q[i], V[i], np.zeros(12), scene, 0.002) for i in range(len(Q))]
+        hits = [sd.collide(scene, q) for q in Q]
+    assert calls
+    for i, one in enumerate(ones):
+        assert batch.q[i].tobytes() == one.q.tobytes() and batch.v[i].tobytes() == one.v.tobytes()
+        assert batch.impulses[i].tobytes() == one.impulses.tobytes()
+        assert int(batch.iterations[i]) == int(one.iterations)
+    names = {x for h in hits for pair in h.pairs for x in pair}
+    assert {"ground", "leg", "egg"} <= names and any(("leg" in p and "egg" in p) for h in hits for p in h.pairs)

@@ -29,11 +29,12 @@ import numpy as np
 from ..kernels import native_calls
 from .box_box_native import _PAR, ROWS, BoxBoxPlan, _routine, routine
 from .collision_hfield import field_pairs, hfield_rows
+from .collision_near import NEAR_COLUMNS
 from .hull_pairs import hull_pairs, hull_rows, shape_poses
 from .quiet_extras import quiet_call
 
 __all__ = ["BoxBoxRoad", "box_box_poses", "box_box_road", "box_box_road_table", "box_box_road_hits", "extra_rows",
-           "no_boxes"]
+           "extra_rows_by_state", "no_boxes"]
 
 _GP = "geometry_placements"
 
@@ -137,6 +138,27 @@ def extra_rows(scene, hulls, fields, held, outs):
         if got is None:
             return None
         out[H:] = got[:, :c]
+    return out
+
+
+def extra_rows_by_state(scene, hulls, fields, states):
+    """The rows (B, H + F, 11) of the pairs ``hulls`` (H,) for coal and ``fields`` on height fields (F rows) of
+    each state of ``states`` ``[(R (S, 3, 3), p (S, 3), cut (P,))]`` (every shape's world placement and every
+    scene pair's cutoff), each as its single step writes them (:func:`extra_rows`: the broad phases' routines
+    bound once for this thread's table, the roads where a pair is near); None where a pair on a height field has
+    more hits than its rows."""
+    n = len(hulls) + int(fields[1].sum())
+    key = ("extra rows by state", hulls.tobytes(), fields[0].tobytes(), threading.get_ident())
+    held = scene.cache.get(key)
+    if held is None:
+        held = scene.cache[key] = (*shape_poses(scene), np.empty(len(scene.index)), np.empty((n, NEAR_COLUMNS)))
+    R, p, cut, table = held
+    out = np.empty((len(states), n, NEAR_COLUMNS))
+    for b, (Rb, pb, cb) in enumerate(states):
+        R[:], p[:], cut[:] = Rb, pb, cb
+        if extra_rows(scene, hulls, fields, held, None) is None:
+            return None
+        out[b] = table
     return out
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from ..algorithms.kinematics import forward_kinematics
 from ..kernels import native_calls, use_backend
 from .box_box_native import ROWS, box_box_available, box_box_plan
-from .box_box_road import box_box_poses
+from .box_box_road import box_box_poses, extra_rows_by_state
 from .box_box_step import box_box_rows, box_box_step_rows, one_state
 from .collision import _bounds, mesh_vertices, placements
 from .collision_hfield import field_pairs, hfield_rows
@@ -431,6 +431,9 @@ def _other_rows(scene, mixed, q, cut, mesh):
     if mixed.bb is not None:
         out.append(box_box_rows(scene, mixed.bb, q, cut[..., mixed.bb.pair]) if bb_near else
                     np.full(lead + (len(mixed.bb.pair) * ROWS, NEAR_COLUMNS), np.inf))
+    if lead and not len(boxes) and (len(mixed.hulls) or len(mixed.fields[0])):   # (a batch: as each single step)
+        got = extra_rows_by_state(scene, mixed.hulls, mixed.fields, [(*placements(scene, x), c) for x, c in states])
+        return None if got is None else out + [got]
     if len(mixed.hulls):                                   # (coal's pairs, state by state; none near: free rows)
         if any(m if type(m) is bool else m.any() for m in broad):
             got = [hull_rows(scene, mixed.hulls, *placements(scene, x), np.ascontiguousarray(c), broad=m)
