@@ -8,6 +8,8 @@ the closest point of each of their triangles (Ericson, "Real-Time Collision Dete
 their upper ones), whether the centre is inside the solid, the normal and the
 signed distance.  No fused multiply-add (GCC's pragma), so every operation rounds as the NumPy road's
 (the placements' products summed in NumPy's order, which a BLAS may not keep: rounding apart).
+:func:`group_rows_call` adds a second routine after the first: its hits as a step's rows
+(:func:`~sparsedyn.contact.collision_hfield.hfield_rows`' layout), where they are the features' alone.
 Without a C compiler, None: the NumPy road."""
 
 from __future__ import annotations

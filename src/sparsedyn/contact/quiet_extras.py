@@ -1,5 +1,5 @@
-"""The rows of a state's pairs for coal and on height fields where none of them comes near: the broad
-phases' routines alone, bound once (:func:`quiet_call`).
+"""The rows of a state's pairs for coal and on height fields where none of them comes near, or where only
+shapes' features touch a height field: the broad phases' routines alone, bound once (:func:`quiet_call`).
 
 :func:`~sparsedyn.contact.box_box_road.extra_rows` writes, after the collision kernel's candidates, the rows
 of a scene's pairs of two convex shapes (coal's closest pair: :func:`~sparsedyn.contact.hull_pairs.hull_rows`)
