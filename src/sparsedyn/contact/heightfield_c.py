@@ -348,7 +348,7 @@ def group_rows_call(grid, top, R, p, each, table, features, at, cut, pose, rows)
         p.take(each, 0, ps)
         take(at, out=cuts)
         return g(m, f(*args), *rest) >= 0
-    written.pose = pose                              # (its address is the routine's: kept alive with the call)
+    written.pose, written.rows = pose, rows          # (their addresses are the routine's: kept alive with the call)
     return written
 
 
