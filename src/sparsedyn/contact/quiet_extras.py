@@ -76,8 +76,8 @@ def _bind(scene, hulls, fields, held):
     free_h, F = free_rows((H,))[:, :c], int(counts.sum())
     free_f, fields_at = free_rows((F,))[:, :c], slice(H, H + F)
     rows = _rows_call(scene, fields, plan, R, p, cut, out[fields_at]) if len(plan) == 1 else None
-    groups = [group_call(field[3], field[2], R, p, g[3], g[4], g[5], pairs.take(at), cut)
-              for f, at, g in plan for field in (_field(scene, f),)]
+    groups = [] if rows is not None else [group_call(field[3], field[2], R, p, g[3], g[4], g[5], pairs.take(at), cut)
+                                          for f, at, g in plan for field in (_field(scene, f),)]
     if broad is None or None in groups:
         return None
 
