@@ -39,8 +39,7 @@ from sparsedyn.symbolic.loop import run_stages
 
 def _case(name):
     """``(model, scene, q, v, tau, dt)``: the case ``name`` of :data:`bench_scene.CASES` at MuJoCo's settled state."""
-    path, xml, settle = CASES[name]()
-    m, d, _, model = settled(path, xml, settle)
+    m, d, _, model = settled(*CASES[name]())        # (a case with limits held: a fourth item)
     scene = sd.Scene(model)
     q, v = q_from_mujoco(model, d.qpos.copy()), v_from_mujoco(model, d.qpos.copy(), d.qvel.copy())
     tau, dt = np.zeros(model.nv), m.opt.timestep

@@ -438,6 +438,81 @@ def test_a_stall_whose_residual_is_exactly_zero_restarts_without_a_new_inverse()
     assert S1[lay.S["have"]][0] == 0.0 and S1[lay.S["refused"]][0] == 0.0 and S1[lay.S["fbest"]][0] == FAR
 
 
+
+def test_admm_at_a_point_that_is_no_solution_goes_on_to_gauss_seidel():
+    """The check of Coulomb's law (stage 4) by hand on the box resting on its four corners, from half its answer
+    (Coulomb's law fails: ``G lambda + g`` is not zero where the impulses stick): the first check marks its scaled
+    residual as the best; a check that does not bring it below :data:`CHECK_GAIN` of the best counts one more, and
+    the :data:`CHECK_STALL`-th such goes on to Gauss-Seidel (+1), the earlier ones back to ADMM (-2) or a polish
+    (+6); one below it marks the new best and counts from 0.  ADMM held such a point to its budget before."""
+    from sparsedyn.contact.anderson import FAR
+    from sparsedyn.contact.friction_kernel import CHECK_GAIN, CHECK_STALL, _pieces
+    from sparsedyn.contact.friction_problem import contact_slots
+    from sparsedyn.contact.friction_residuals import scaled_residual
+    from sparsedyn.symbolic.loop import run_stages
+    slots = contact_slots(MODEL, corners())
+    cold = [Q0, Z, Z, np.array([DT, TOL, 300.0, 1e4, 0.005]), np.zeros((4, 3)), slots.data]
+    init, stages, finish = _pieces(MODEL, tuple(slots.frames), ())
+    lay = stages[0].args[0]
+    (_, _, lam, _, _, _), _ = run_stages(init, stages, finish, cold)
+    K, S = init(*cold)
+    S = stages[8](*cold, K, S)[0].copy()                            # G
+    S[lay.S["z"]], S[lay.S["x"]], S[lay.S["it"]] = 0.5 * lam.reshape(-1), 0.5 * lam.reshape(-1), 5.0
+    assert S[lay.S["cbest"]][0] == FAR and S[lay.S["cstall"]][0] == 0.0
+    S1, flag = stages[4](*cold, K, S)
+    ratio = scaled_residual(*(S1[lay.S[n]] if n == "res" else S1[lay.S[n]][0] for n in ("res", "ls", "vs")), TOL)
+    assert ratio > 1.0 and S1[lay.S["cbest"]][0] == ratio and S1[lay.S["cstall"]][0] == 0.0
+    assert float(flag) in (-2.0, 6.0)
+    S[lay.S["cbest"]] = ratio                                       # no gain on the best: counted
+    for before, to in ((CHECK_STALL - 2, (-2.0, 6.0)), (CHECK_STALL - 1, (1.0,))):
+        S[lay.S["cstall"]] = before
+        S1, flag = stages[4](*cold, K, S)
+        assert float(flag) in to and S1[lay.S["cstall"]][0] == before + 1 and S1[lay.S["cbest"]][0] == ratio
+    S[lay.S["cbest"]] = ratio / CHECK_GAIN * 1.01                    # a gain: the new best, counted from 0
+    S1, flag = stages[4](*cold, K, S)
+    assert float(flag) in (-2.0, 6.0) and S1[lay.S["cstall"]][0] == 0.0 and S1[lay.S["cbest"]][0] == ratio
+
+
+def _heavy_and_light(heavy, light):
+    """Two free cubes of side ``2 H`` on the floor, ``heavy`` and ``light`` kg, a metre apart: ``G``'s eigenvalues
+    span the ratio of their masses, so ``rho``'s range (relative to the largest) ends above the heavy one's."""
+    b = sd.ModelBuilder("two")
+    for name, m in (("heavy", heavy), ("light", light)):
+        b.add_body(name, None, sd.make_joint("free"), mass=m, rot_inertia=m * (2 * H) ** 2 / 6 * np.eye(3))
+        b.add_frame(name, name)
+    cs = [sd.Contact(body, "3d", friction=MU, point=(x, y, -H)) for body in ("heavy", "light")
+          for x, y in [(-H, -H), (H, -H), (-H, H), (H, H)]]
+    return b.build(), cs, [0, 0, H, 0, 0, 0, 1.0, 1.0, 0, H, 0, 0, 0, 1.0]
+
+
+@pytest.mark.parametrize("road", ["numpy", "native"])
+def test_rho_at_its_bound_is_no_new_map(road, monkeypatch):
+    """A 10 t cube pushed at 0.45 its weight beside a 0.1 g one (``MU`` 0.4): residual balancing asks for a ``rho``
+    below the floor of its range (1e-6 of ``G``'s largest eigenvalue, the light cube's) at every iteration.  The
+    clipped ``rho`` is the one in use: no new inverse, nor Anderson's memory emptied (before: an inverse and an
+    empty memory each iteration, 999 of them, and ADMM ran out its budget).  Solved within ADMM's budget, no
+    warning: the heavy cube slides from rest along the push, ``v = dt (|F| / m - MU g) F / |F|``, to the
+    tolerance of its contact velocities (four corners, each within ``tol`` of the scale ``dt |F| / m``)."""
+    from sparsedyn.contact import friction_kernel
+    heavy = 1e4
+    model, cs, q = _heavy_and_light(heavy, 1e-4)
+    F = 0.45 * heavy * G * np.array([1.0, 0.3]) / np.hypot(1.0, 0.3)
+    tau = [0.0, 0.0, 0.0, F[0], F[1], 0.0] + [0.0] * 6             # (a free joint's forces: moment, then force)
+    rhos, factorize = [], friction_kernel._factorize
+
+    def spied(lay, *X):                                             # each inverse's rho (the NumPy road's stage 1)
+        rhos.append(lay.unpack(X)[3]["rho"][0])
+        return factorize(lay, *X)
+    monkeypatch.setattr(friction_kernel, "_factorize", spied)
+    with sd.use_backend(road, deterministic=True), warnings.catch_warnings():
+        warnings.simplefilter("error", ContactStepWarning)
+        s = sd.contact_step(model, q, [0.0] * 12, tau, cs, DT)
+    assert s.iterations < ADMM_BUDGET
+    v = DT * (np.linalg.norm(F) / heavy - MU * G) * F / np.linalg.norm(F)
+    assert np.abs(s.v[3:5] - v).max() <= 4 * TOL * DT * np.linalg.norm(F) / heavy
+    if road == "numpy":
+        assert 0 < len(rhos) < 20 and all(a != b for a, b in zip(rhos, rhos[1:]))
+
 #: solo12 1.15 s after its drop onto the floor (step 574, no torque: its feet begin to slip as the legs
 #: fold), full precision: ADMM does not reach the tolerance within its budget here
 SOLO_SLIP_Q = [-6.303837717681311e-06, -1.308774541369188e-05, 0.335992966620137, -1.3232700327865339e-05,

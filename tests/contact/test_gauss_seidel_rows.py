@@ -5,6 +5,7 @@ impulses zero; the rule that stops sweeps that stall after ADMM, by hand."""
 import math
 
 import numpy as np
+import pytest
 
 from sparsedyn.contact.gauss_seidel_rows import GAIN, WINDOW, contact_sweep, contacts_in_use, stalled
 
@@ -55,18 +56,21 @@ def test_the_contacts_in_use_end_at_the_last_busy_slot():
     assert contacts_in_use(np.zeros((6, 6)), np.array([0, 0, 0.3, 0, 0, 2e8]), np.zeros(6)) == 2
 
 
-def test_sweeps_after_admm_stop_where_a_window_does_not_halve_the_residual():
+@pytest.mark.parametrize("start", [1001.0, 170.0])
+def test_sweeps_after_admm_stop_where_a_window_does_not_halve_the_residual(start):
     """``stalled`` by hand, residuals scaled by their tests ``tol ls``, ``tol vs``, ``tol ls vs``: the first
-    sweep after ADMM's 1000 iterations marks its residual (the largest scaled one, the dual's 3) and stops
-    nothing; a sweep inside the window keeps the mark; at the window's end a residual above ``GAIN`` of the
-    mark stops, one below it marks anew; with no ADMM budget (``solver="pgs"``) nothing stops."""
+    sweep after ADMM (its 1000 iterations; or 170, where it stalled at a point that is no solution,
+    :data:`~sparsedyn.contact.friction_kernel.CHECK_STALL`: before one window's length) marks its residual (the
+    largest scaled one, the dual's 3) and stops nothing; a sweep inside the window keeps the mark; at the window's
+    end, ``WINDOW`` sweeps later, a residual above ``GAIN`` of the mark stops, one below it marks anew; with no
+    ADMM budget (``solver="pgs"``) nothing stops."""
     tol, ls, vs = 1e-8, 2.0, 0.5
     res = lambda r: np.array([0.5 * tol * ls, r * tol * vs, 0.25 * tol * ls * vs])        # noqa: E731
-    stop, mark = stalled(res(3.0), ls, vs, tol, 1001.0, np.zeros(2), 1000.0)
-    assert stop == 0.0 and np.allclose(mark, [3.0, 1001.0], rtol=1e-15)
-    stop, same = stalled(res(1.0), ls, vs, tol, 1001.0 + WINDOW - 1, mark, 1000.0)
+    stop, mark = stalled(res(3.0), ls, vs, tol, start, np.zeros(2), 1000.0)
+    assert stop == 0.0 and np.allclose(mark, [3.0, start], rtol=1e-15)
+    stop, same = stalled(res(1.0), ls, vs, tol, start + WINDOW - 1, mark, 1000.0)
     assert stop == 0.0 and np.array_equal(same, mark)
-    assert stalled(res(3.0 * GAIN * 1.01), ls, vs, tol, 1001.0 + WINDOW, mark, 1000.0)[0] == 1.0
-    stop, again = stalled(res(3.0 * GAIN * 0.99), ls, vs, tol, 1001.0 + WINDOW, mark, 1000.0)
-    assert stop == 0.0 and np.allclose(again, [3.0 * GAIN * 0.99, 1001.0 + WINDOW], rtol=1e-15)
+    assert stalled(res(3.0 * GAIN * 1.01), ls, vs, tol, start + WINDOW, mark, 1000.0)[0] == 1.0
+    stop, again = stalled(res(3.0 * GAIN * 0.99), ls, vs, tol, start + WINDOW, mark, 1000.0)
+    assert stop == 0.0 and np.allclose(again, [3.0 * GAIN * 0.99, start + WINDOW], rtol=1e-15)
     assert stalled(res(3.0), ls, vs, tol, 1.0 + WINDOW, np.array([3.0, 1.0]), 0.0)[0] == 0.0

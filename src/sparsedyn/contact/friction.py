@@ -52,8 +52,8 @@ sticking, sliding) hold, a *polish* solves the linear system those modes fix and
 where Coulomb's law holds to ``tol`` (:mod:`~sparsedyn.contact.friction_polish`; the humanoid lying
 on the floor: 41 iterations to 3 and one polish); a start is polished first, a cold one from the guess
 that each contact its free velocity closes sticks (the humanoid lying there: that polish alone).  A
-state that ADMM has not solved in ``ADMM_BUDGET`` iterations continues with projected Gauss-Seidel,
-which is also the option ``solver="pgs"``, and its last sweep, where they stall short of ``tol``, is polished.
+state that ADMM has not solved in ``ADMM_BUDGET`` iterations, or where it stalls, continues with projected
+Gauss-Seidel (also the option ``solver="pgs"``), and its last sweep, where they stall short of ``tol``, is polished.
 
 The iteration count depends on the values, so the whole step is an *iterative kernel*
 (:mod:`sparsedyn.symbolic.loop`), :func:`contact_step_kernel`: straight-line stages (the problem

@@ -13,10 +13,10 @@ accepted where Coulomb's law holds to ``tol``; after a few iterations, once the 
 and stage 3 takes the round's next steps (stage 11 those whose start a guess on pairs of contacts changes), stage 4
 checks Coulomb's law itself (the residuals of :mod:`~sparsedyn.contact.friction`) when ADMM's residuals are small,
 stage 5 continues a state that ADMM has not solved in its budget with Gauss-Seidel sweeps until they stall (the whole
-solve for ``solver="pgs"``), stage 12 polishes their last iterate where they stall short of ``tol``, stage 6 runs the
-position correction (projected Gauss-Seidel), stage 7 polishes it (the exact solution on its active rows), ``finish``
-gives the next state.  Every choice is arithmetic (``_step``, ``_relu`` from ``copysign``), so each stage is one traced
-program, and the same function of floats.
+solve for ``solver="pgs"``; also where ADMM stalls: :data:`CHECK_STALL`), stage 12 polishes their last iterate where
+they stall short of ``tol``, stage 6 runs the position correction (projected Gauss-Seidel), stage 7 polishes it (the
+exact solution on its active rows), ``finish`` gives the next state.  Every choice is arithmetic (``_step``,
+``_relu`` from ``copysign``), so each stage is one traced program, and the same function of floats.
 
 The iteration, and why (the hard case it is chosen for: the dm_control humanoid lying on the floor, its
 joints moved a little: up to 16 contacts on capsules, a singular Delassus matrix whose nonzero
@@ -86,7 +86,8 @@ from .friction_linalg import (Slots, _low_rank_factor, _low_rank_solve, _mm, _mv
                               low_rank)
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu,
                                _scale_rows, _step, _vmax, problem_of, slot_structure, slot_width)
-from .friction_residuals import _converged, _residuals, _scales, closing_contacts, project_cone, velocity_scale
+from .friction_residuals import (_converged, _residuals, _scales, closing_contacts, project_cone, scaled_residual,
+                                 velocity_scale)
 from .gauss_seidel_rows import contact_sweep, stalled
 from .transport import gyroscopic, to_next_axes, transport
 
@@ -107,9 +108,12 @@ RHO_START, RHO_RATIO = 0.3, 5.0
 ANDERSON = 10
 #: Anderson's refusals in a row (a stall) after which ``rho`` is balanced whatever the ratio: one memory's length.
 STALL = ANDERSON
-#: Newton's steps of the polish after Gauss-Seidel stalls short of the tolerance (:func:`_last_polish`): the egg
-#: landing level in a bowl is accepted after three.
+#: Newton's steps of the last polish (:func:`_last_polish`): the egg landing level in a bowl is accepted after three.
 LAST_POLISH = 4
+#: ADMM at a point that is no solution: its residuals passed their test ``CHECK_STALL`` times since Coulomb's law's
+#: (to their tests) last fell below ``CHECK_GAIN`` of their best: on to Gauss-Seidel.  A sole's corners microns up,
+#: each closing its gap, all sticking: no rigid motion meets that (``(gap_i - gap_j)^2 / (dt |x_i - x_j|)``, nm/s).
+CHECK_STALL, CHECK_GAIN = 100, 0.9
 #: The range of ``rho`` relative to the largest eigenvalue of ``G`` (the inverse of
 #: ``G + (eta + rho) I`` stays well conditioned).
 RHO_RANGE = (1e-6, 1e6)
@@ -149,8 +153,9 @@ class _Layout:
         # memory was cleared
         self.k = k = min(ANDERSON, max(2, m // 4))                    # Anderson's memory
         # G, eta, lmax: the Delassus matrix and its scales, made by the stage _delassus (not for a warm start
-        # that solves the step already)
-        self.S = self._table([("G", m * m), ("eta", 1), ("lmax", 1), ("x", m), ("z", m), ("y", m), ("za", m), ("u", m), ("W", (nv if self.low_rank else m) * m), ("rho", 1),
+        # that solves the step already); cbest, cstall: Coulomb's best scaled residual at checks, checks since
+        self.S = self._table([("G", m * m), ("eta", 1), ("lmax", 1), ("x", m), ("z", m), ("y", m), ("za", m), ("u", m),
+                              ("W", (nv if self.low_rank else m) * m), ("rho", 1), ("cbest", 1), ("cstall", 1),
                               ("it", 1), ("conv", 1), ("res", 3), ("ls", 1), ("vs", 1), ("l", nc), ("sweeps", 1),
                               ("due", 1), ("change", 1), ("lbest", nc), ("vbest", 1), ("vmark", 1), ("stale", 1),
                               ("lmark", 1),
@@ -243,7 +248,8 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              dW=np.zeros(k * m), dF=np.zeros(k * m), c=np.zeros(k), A=np.zeros(k * k), Tp=np.zeros(m),
                              fp=np.zeros(m), have=0.0, fbest=FAR, refused=0.0, gs=np.zeros(2), pz=np.zeros(m),
                              out=np.zeros(nc), praw=np.zeros(m), sraw=0.0,
-                             tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, code=np.zeros(nc), same=0.0,
+                             tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, cbest=FAR, cstall=0.0, code=np.zeros(nc),
+                             same=0.0,
                              next=_first_polish(m, z), ca=np.zeros(nc), cu=np.zeros(nc), cr=np.zeros(nc), cpass=0.0))
     return K, S
 
@@ -349,7 +355,10 @@ def _iterate(lay, *X):
     new = rho * (change * ratio + (1.0 - change))
     hi, lo = RHO_RANGE[1] * lmax, RHO_RANGE[0] * lmax
     new = lo + _relu(hi - _relu(hi - new) - lo)                     # clipped to [lo, hi] without cancellation
-    invert = change * valid                         # ratio 1 (a residual exactly 0): rho and its inverse kept
+    # rho kept (ratio 1: a residual exactly 0; at its bound): no new inverse, Anderson's memory emptied on a stall only
+    moved = _step(_abs(new - rho) - _TINY)
+    change = change * (1.0 - (1.0 - moved) * (1.0 - stalled))
+    invert = change * valid * moved
     new = rho + invert * (new - rho)
     # the first step's start is no governing point: Anderson's memory starts after it
     sn = anderson_step(lay.k, S, sa, sp, 1.0 - (1.0 - change) * (1.0 - first), lay.slots(K))
@@ -365,7 +374,7 @@ def _iterate(lay, *X):
 
 def _check(lay, *X):
     """Coulomb's law's residuals at the iterate: converged, past Gauss-Seidel (+2); out of ADMM
-    iterations, Gauss-Seidel (+1); else polish (+6) where allowed
+    iterations or stalled (:data:`CHECK_STALL`), Gauss-Seidel (+1); else polish (+6) where allowed
     (:func:`~sparsedyn.contact.friction_polish.polish_allowed`), or iterate on (-2)."""
     settings, mu, K, S = lay.unpack(X)
     tol, budget = settings[1], settings[2]
@@ -376,7 +385,11 @@ def _check(lay, *X):
     ls, vs = _scales(z, K["gmax"][0], K["dmax"][0])
     conv = _converged(res, ls, vs, tol)
     out = (1.0 - conv) * _step(S["it"][0] - budget)
-    S.update(u=u, conv=conv, res=res, ls=ls, vs=vs)
+    ratio, cbest = scaled_residual(res, ls, vs, tol), S["cbest"][0]          # (CHECK_STALL)
+    gain = _step(CHECK_GAIN * cbest - ratio)
+    cstall = (1.0 - gain) * (S["cstall"][0] + 1.0)
+    out = out + (1.0 - conv) * (1.0 - out) * _step(cstall - CHECK_STALL + 0.5)
+    S.update(u=u, conv=conv, res=res, ls=ls, vs=vs, cbest=gain * ratio + (1.0 - gain) * cbest, cstall=cstall)
     left = polishing.polish_allowed(S, S["it"][0], m)
     return lay.pack(lay.S, S), 2.0 * conv + out + (1.0 - conv) * (1.0 - out) * (8.0 * left - 2.0)
 
@@ -503,12 +516,11 @@ def _nc(model, frames, **_):
     return len(tuple(frames))
 
 
-#: The most contact slots a compiled step is built for (its program grows with the square of the
-#: slots: 32 data slots of the dm_control humanoid are about half a million IR nodes, 64 slots four
-#: times that, a build of about a minute, once per model).  A scene step keeps no more than
-#: :data:`~sparsedyn.contact.look_ahead.STEP_CAPACITY` contacts where the others are beyond its reach;
-#: 64 slots hold a robot whose reachable contacts alone are more (an arm lying across a table, a
-#: fallen robot's links in contact with each other: 33 to 48 in a sweep of example-robot-data).
+#: The most contact slots a compiled step is built for (its program grows with the square of the slots: 32 data slots
+#: of the dm_control humanoid are about half a million IR nodes, 64 slots four times that, a build of about a minute,
+#: once per model).  A scene step keeps no more than :data:`~sparsedyn.contact.look_ahead.STEP_CAPACITY` contacts where
+#: the others are beyond its reach; 64 slots hold a robot whose reachable contacts alone are more (an arm lying across
+#: a table, a fallen robot's links in contact with each other: 33 to 48 in a sweep of example-robot-data).
 MAX_COMPILED_CONTACTS = 64
 
 

@@ -100,6 +100,11 @@ def _scales(z, gmax, dmax):
     return _vmax([ls, _TINY]), _vmax([vs, _TINY])
 
 
+def scaled_residual(res, ls, vs, tol):
+    """The largest of the residuals ``res`` (3,) relative to their stopping tests (:func:`_converged`): below 1, met."""
+    return _vmax([res[0] / (tol * ls), res[1] / (tol * vs), res[2] / (tol * ls * vs)])
+
+
 def _converged(res, ls, vs, tol):
     """1 where the residuals ``res`` are below ``tol`` times their scales (the module docstring), else 0."""
     return _step(tol * ls - res[0]) * _step(tol * vs - res[1]) * _step(tol * ls * vs - res[2])

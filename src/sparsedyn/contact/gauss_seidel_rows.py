@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import backend as bk
 from .friction_problem import _TINY, _relu, _step, _vmax
+from .friction_residuals import scaled_residual
 
 __all__ = ["contact_sweep", "stalled"]
 
@@ -89,8 +90,9 @@ def stalled(res, ls, vs, tol, it, mark, budget):
     bring its scaled residual below :data:`GAIN` times that at the window's start, and the next window's
     mark ``[scaled residual, iteration]`` (``mark`` (2,): ``[0, 0]`` before the first window); ``res`` (3,)
     the residuals, ``ls``, ``vs`` their scales (:func:`~sparsedyn.contact.friction_residuals._converged`'s)."""
-    r = _vmax([res[0] / (tol * ls), res[1] / (tol * vs), res[2] / (tol * ls * vs)])
-    end = _step(it - mark[1] - WINDOW + 0.5)                     # a window ends (the first: at once)
+    r = scaled_residual(res, ls, vs, tol)
+    first = 1.0 - _step(mark[1] - 0.5)                           # (the first window ends at once)
+    end = 1.0 - (1.0 - first) * (1.0 - _step(it - mark[1] - WINDOW + 0.5))
     stop = end * _step(mark[1] - 0.5) * _step(r - GAIN * mark[0]) * _step(budget - 0.5)
     kind = object if bk.is_symbolic(mark) else float            # (traced values: an object array)
     return stop, np.array([end * r + (1.0 - end) * mark[0], end * it + (1.0 - end) * mark[1]], dtype=kind)
