@@ -135,7 +135,7 @@ def scenes(repeat, log):
     cores; one state runs on one thread)."""
     import time
     import sparsedyn as sd
-    from bench_scene import BOX, HUMANOID
+    from scene_cases import BOX, HUMANOID
 
     def median_us(fn, n):
         return _median_us(fn, n, clock=time.process_time)

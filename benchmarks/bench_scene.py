@@ -11,7 +11,7 @@ MuJoCo and settled for 1.5 s so it lies on the floor (and the same with its limi
 them: read with a body per hinge, its 21 hinges stopped, :func:`sparsedyn.with_joint_stops`), a 0.2 m box
 resting on a plane, and talos
 (example-robot-data's talos_reduced, 38 dof, its 52 collision shapes with each mesh as its convex hull,
-:func:`talos_xml`: the same file in MuJoCo and in the scene) standing on the floor, fallen on it
+:func:`scene_cases.talos_xml`: the same file in MuJoCo and in the scene) standing on the floor, fallen on it
 (1.5 s without torque: lying) and fallen onto a box: microseconds per call, each the fastest of the
 timed loops of its phase (:func:`best_us`: on a loaded machine other work only adds time, so the
 minimum is robust where a median swings), of
@@ -35,7 +35,11 @@ minimum is robust where a median swings), of
   and the step's one native call where the scene's layout holds its contacts (``scene_step`` of the C
   extension: the collision kernel, the layout and the solve; the rest is then contact_step's less it);
   and the step warm-started from its own impulses at that state beside ``mj_step`` warm-started from its
-  last solution (``qacc_warmstart``, as on one ``MjData`` stepping a trajectory), and a rollout of a few steps from that state, per step (wall,
+  last solution (``qacc_warmstart``, as on one ``MjData`` stepping a trajectory); both again beside
+  ``mj_step`` with each geom's margin set (up to the scene's) so that its contact count is nearest the
+  step's (MuJoCo's contacts within the margin enter its solve, as ours do; at margin 0 it counts only the
+  penetrating ones, and its meshes give several contacts where ours give one); and a rollout of a few
+  steps from that state, per step (wall,
   and the process's CPU time beside it: what a loaded machine does not inflate) beside MuJoCo's rollout of
   as many steps from that state with its joints' springs and dampers switched off (as ours without
   ``passive=True``), and where the model has springs or dampers (the humanoid's) both rollouts with them
@@ -65,9 +69,7 @@ Nothing here is a test: numbers are reported, never asserted.
 import argparse
 import time
 import warnings
-from pathlib import Path
 
-import dm_control
 import mujoco
 import numpy as np
 
@@ -82,8 +84,8 @@ from sparsedyn.contact.scene_batch import batch_contacts
 from sparsedyn.contact.scene_data import scene_slot_data
 from sparsedyn.contact.scene_fused import fused_step
 from sparsedyn.contact.scene_step import scene_contacts, scene_slots
+from scene_cases import CASES, settled
 
-HUMANOID = Path(dm_control.__file__).parent / "suite" / "humanoid.xml"
 BATCH = 1000
 ROLLOUT = 20
 #: steps of the long rollout row (one run each: its steps are what a trajectory meets, not one state)
@@ -92,88 +94,6 @@ LONG = 400
 DERIVATIVE_BATCH = 100
 #: at least this many rollouts timed (the fastest kept)
 ROLLOUT_RUNS = 10
-BOX = """<mujoco><option timestep="0.001"/><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
-<body name="box" pos="0 0 0.1"><freejoint/><geom type="box" size=".1 .1 .1" mass="2"/></body></worldbody></mujoco>"""
-
-
-TALOS = "talos_data/robots/talos_reduced.urdf"
-#: the box talos falls onto (half sizes, centre): in front of it, its top at 0.3 m
-TALOS_BOX = ((0.25, 0.5, 0.15), (0.55, 0.0, 0.15))
-
-
-def quadruped_on_terrain(seed=0):
-    """The path of dm_control's quadruped with its terrain made as its escape task makes it (a bowl about
-    the robot, 5 m deep at 30 m, times smooth random bumps of 2 m, 15-100 % of it: a few centimetres
-    under the robot), written inline (``elevation``) beside a copy of the suite's shared files: the same
-    height field for MuJoCo and the scene."""
-    import shutil
-    import tempfile
-    from scipy.ndimage import zoom
-    res, suite = 201, HUMANOID.parent
-    y, x = np.meshgrid(np.linspace(-1, 1, res), np.linspace(-1, 1, res), indexing="ij")
-    bowl = 0.5 - np.cos(2 * np.pi * np.clip(np.hypot(x, y), 0.04, 1)) / 2
-    terrain = bowl * zoom(np.random.default_rng(seed).uniform(0.15, 1, (30, 30)), res / 30)
-    out = Path(tempfile.mkdtemp())
-    shutil.copytree(suite / "common", out / "common")
-    field = '<hfield name="terrain" ncol="201" nrow="201" size="30 30 5 .1"'
-    (out / "quadruped.xml").write_text((suite / "quadruped.xml").read_text().replace(
-        field, field + ' elevation="' + " ".join(f"{h:.9g}" for h in terrain.ravel()) + '"'))
-    return out / "quadruped.xml"
-
-
-def talos_xml(box=False, height=1.08):
-    """MJCF of talos (example-robot-data's talos_reduced, ``geometry=True``) with its collision shapes,
-    each mesh as its convex hull (inline vertices and faces, so that MuJoCo, which collides a mesh's
-    hull, and the scene, which reads the file's triangles back, have the same shape), standing at
-    ``height`` (its neutral pose) above a floor and, with ``box``, a box in front of it.  The robot
-    touches the world only (contype 1 / conaffinity 0 on the robot, 0 / 1 on the world: no
-    self-collision, in MuJoCo and in the scene that reads the masks)."""
-    import xml.etree.ElementTree as ET
-    from scipy.spatial import ConvexHull
-    from sparsedyn.interop.mujoco import to_mjcf
-    from sparsedyn.io.resolve import example_robot_data_dir
-    from sparsedyn.viewer.meshes import read_mesh
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = sd.load_urdf(example_robot_data_dir() / TALOS, floating_base=True, geometry=True)
-    root = ET.fromstring(to_mjcf(model))
-    asset = ET.SubElement(root, "asset")
-    bodies = {b.get("name"): b for b in root.iter("body")}
-    f = lambda x: " ".join(repr(float(v)) for v in np.ravel(x))    # noqa: E731
-    for k, g in enumerate(model.geometry("collision")):
-        R, p = g.X.E.T, g.X.r                                        # the shape's frame in its body's
-        quat = sd.spatial.rot_to_quat(R)                             # [x, y, z, w]
-        attrs = dict(name=f"c{k}_{g.name}", pos=f(p), quat=f(np.roll(quat, 1)), contype="1", conaffinity="0")
-        if g.shape == "mesh":
-            V = np.asarray(read_mesh(g.mesh).vertices, float) * np.asarray(g.size)
-            hull = ConvexHull(V)
-            F = hull.simplices.copy()
-            flip = np.einsum("ki,ki->k", np.cross(V[F[:, 1]] - V[F[:, 0]], V[F[:, 2]] - V[F[:, 0]]),
-                             hull.equations[:, :3]) < 0                # outward faces
-            F[flip] = F[flip][:, ::-1]
-            used, F = np.unique(F, return_inverse=True)
-            ET.SubElement(asset, "mesh", name=f"m{k}", vertex=f(V[used]), face=" ".join(map(str, F.ravel())))
-            attrs.update(type="mesh", mesh=f"m{k}")
-        elif g.shape == "box":
-            attrs.update(type="box", size=f(np.asarray(g.size) / 2))
-        elif g.shape in ("cylinder", "capsule", "sphere"):
-            s = g.size
-            attrs.update(type=g.shape, size=f([s[0]] if g.shape == "sphere" else [s[0], s[1] / 2]))
-        else:
-            raise ValueError(f"talos_xml: collision shape {g.name!r} of kind {g.shape!r} has no MJCF form here")
-        ET.SubElement(bodies[model.body_names[g.body]], "geom", attrs)
-    world = root.find("worldbody")
-    ET.SubElement(world, "geom", name="floor", type="plane", size="5 5 0.1", contype="0", conaffinity="1")
-    if box:
-        (hx, hy, hz), c = TALOS_BOX
-        ET.SubElement(world, "geom", name="box", type="box", size=f([hx, hy, hz]), pos=f(c), contype="0",
-                      conaffinity="1")
-    base = world.find("body")
-    base.set("pos", f([0, 0, height]))
-    ET.SubElement(root, "option", timestep="0.001")
-    return ET.tostring(root, encoding="unicode")
-
-
 #: The row of the step's one native call (collision kernel, slot layout and solve: scene_fused)
 FUSED = "  one native call (scene_step)"
 SPRUNG = "  with its springs (passive=True)"
@@ -199,29 +119,6 @@ def best_us(fn, repeat, clock=time.perf_counter):
             fn()
         best = min(best, (clock() - t) / inner)
     return 1e6 * float(best)
-
-
-def settled(xml_path, xml, settle, stops=False):
-    """``(m, d, trajectory, model)``: MuJoCo's model of the MJCF file ``xml_path`` (or the text ``xml``)
-    after ``settle`` steps from the file's pose (``d``; ``trajectory`` its ``(qpos, qvel)`` on the way)
-    and the model of the same file (``geometry=True``); ``stops``: read with a body per hinge and its
-    limits held (:func:`sparsedyn.with_joint_stops`), as MuJoCo holds them."""
-    m = mujoco.MjModel.from_xml_path(str(xml_path)) if xml_path else mujoco.MjModel.from_xml_string(xml)
-    d = mujoco.MjData(m)
-    trajectory = []
-    for _ in range(settle):
-        mujoco.mj_step(m, d)
-        trajectory.append((d.qpos.copy(), d.qvel.copy()))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if xml_path:
-            model = sd.load_mjcf(str(xml_path), geometry=True, composite_joints=not stops)
-        else:
-            import tempfile
-            with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as f:
-                f.write(xml)
-            model = sd.load_mjcf(f.name, geometry=True, composite_joints=not stops)
-    return m, d, trajectory, (sd.with_joint_stops(model) if stops else model)
 
 
 def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, stops=False):
@@ -382,6 +279,7 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, sto
         ratio = f"{times[k] / t:7.1f}" if t else ""
         cpu = f"   (cpu {rollout_cpu:.1f} us)" if k.startswith("rollout") else ""
         print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}{cpu}")
+    _same_count_rows(m, qpos, qvel, scene.margin, len(first.impulses), times, repeat)
     if rollout:
         _long_rollout_row(m, d, model, q, v, tau, dt)
     _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat, _last(trajectory, DERIVATIVE_BATCH))
@@ -417,6 +315,47 @@ def collide_rows(name, xml_path, xml, settle, repeat, stops=False):
                   f"{mj:7.1f} us {ours / mj:7.1f}")
     with sd.use_backend("numpy"):
         print(f"  {'  collide on the NumPy road':40s} {best_us(lambda: sd.collide(scene, q), repeat):8.1f} us")
+
+
+def _same_count_rows(m, qpos, qvel, margin, ours, times, repeat):
+    """``mj_step`` on the same state with every geom's margin set so that MuJoCo's contact count is nearest
+    ``ours`` (the step's; MuJoCo's contacts within the margin enter its solve, as ours do), the least such
+    margin up to the scene's (``margin``; bisection: the count grows with it), beside our step's rows
+    (``times``, microseconds).  MuJoCo's model is restored after."""
+    kept = m.geom_margin.copy()
+    d = mujoco.MjData(m)
+
+    def count(x):
+        m.geom_margin[:] = x
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, d)
+        return d.ncon
+    try:
+        lo, hi = 0.0, margin
+        if count(hi) >= ours:
+            for _ in range(30):                      # the least margin whose count reaches ours
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if count(mid) < ours else (lo, mid)
+        best = min((lo, hi), key=lambda x: (abs(count(x) - ours), x))
+        ncon = count(best)
+        if best == 0.0:
+            print(f"  about the same contact count: MuJoCo's own rows above (margin 0, ncon {ncon}; ours {ours})")
+            return
+
+        def run(cold):
+            def step():
+                d.qpos[:], d.qvel[:] = qpos, qvel
+                if cold:
+                    d.qacc_warmstart[:] = 0
+                mujoco.mj_step(m, d)
+            return step
+        cold, warm = best_us(run(True), repeat), best_us(run(False), repeat)
+    finally:
+        m.geom_margin[:] = kept
+    print(f"  about the same contact count: MuJoCo with each geom's margin {best:.3g} m, ncon {ncon} (ours {ours})")
+    for k, name, t in (("contact_step", "mj_step (cold)", cold),
+                       ("contact_step, warm-started", "mj_step (warm)", warm)):
+        print(f"  {k:40s} {times[k]:8.1f} us   {name:17s} {t:7.1f} us {times[k] / t:7.1f}")
 
 
 def _long_rollout_row(m, d, model, q, v, tau, dt):
@@ -578,17 +517,6 @@ def main():
             collide_rows(name, path, xml, settle, a.repeat, *stops)
         else:
             case(name, path, xml, settle, a.repeat, not a.no_batch_step, not a.no_rollout, *stops)
-
-
-#: name -> () -> (MJCF path, MJCF text, MuJoCo steps to settle from the file's pose[, its limits held])
-CASES = {"box": lambda: (None, BOX, 200),
-         "humanoid": lambda: (HUMANOID, None, 1500),
-         "humanoid, limits held": lambda: (HUMANOID, None, 1500, True),    # a body per hinge, stopped
-         "talos standing": lambda: (None, talos_xml(), 1),            # its soles on the floor
-         "talos on the floor": lambda: (None, talos_xml(), 1500),     # fallen (no torque): lying
-         "talos on a box": lambda: (None, talos_xml(box=True), 1500),  # fallen onto the box
-         "quadruped": lambda: (HUMANOID.parent / "quadruped.xml", None, 1500),  # on its floor, its terrain under it
-         "quadruped on terrain": lambda: (quadruped_on_terrain(), None, 1500)}  # the escape task's bumps
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.contact.correction import (CORRECTION_REACH, CORRECTION_RTOL, CORRECTION_SWEEPS, STALL_GROWTH,
                                           STALL_SWEEPS, _correction_polish, _correction_sweep, correction_impulses,
-                                          correction_targets, polish_cost, polish_due, polish_first, polish_pass)
+                                          correction_targets, no_guesses, polish_cost, polish_due, polish_first,
+                                          polish_pass)
 from sparsedyn.interop import example_robot_data_dir
 
 EPS = np.finfo(float).eps
@@ -66,9 +67,11 @@ def test_the_polish_on_a_wrong_active_set_is_refused_and_on_the_right_one_is_exa
     c = np.array([-1.0, -0.1])
     held = np.zeros(2)
     start = np.zeros(2)
-    out, ok, (a, up, raw) = polish_pass(A, c, start, held, 0.0, 1.0, (0.0, 0.0, 0.0))
+    out, ok, after = polish_pass(A, c, start, held, 0.0, 0.0, no_guesses(2))
+    a, up, raw = after[0:2], after[2:4], after[4:6]
     assert ok == 0.0 and np.array_equal(out, start)
     assert np.array_equal(a, [1.0, 0.0]) and np.array_equal(up, [0.0, 0.0]) and raw[1] < 0.0
+    assert after[-1] == 0.0                                     # one row of the wrong sign: no third guess
     for l in (start, np.array([0.9, 0.0])):
         out = _correction_polish(A, c, l, held, 0.0)
         assert out[1] == 0.0 and abs(out[0] - 1.0) <= 8 * EPS
@@ -92,12 +95,13 @@ def test_the_second_guess_drops_a_near_duplicate_row_and_the_sweeps_stop_a_sweep
     assert abs((A @ l + c)[0] - (0.99 * 1.02 - 1.0)) <= 8 * EPS
 
 
-def test_a_polish_takes_two_guesses_at_most():
+def test_a_polish_whose_first_answer_has_one_wrong_row_takes_two_guesses_at_most():
     """Three rows, ``A = [[1, 0.8, -0.5], [0.8, 1, 0], [-0.5, 0, 1]]`` (positive definite), ``c = [-1,
     -0.1, 0.2]``: the solution pushes rows one and three, ``l = [1.2, 0, 0.4]`` (``l_1 - l_3 / 2 = 1``,
     ``-l_1 / 2 + l_3 = -0.2``; ``w_2 = 0.8 * 1.2 - 0.1 = 0.86``).  From ``l = 0`` the first guess is rows
-    one and two (``l_2 = -0.7 / 0.36 < 0``), the second row one alone (``l_1 = 1``, which leaves ``w_3 =
-    -0.3``): both refused, ``l`` returned bit for bit; the sweeps still reach the solution."""
+    one and two (``l_2 = -0.7 / 0.36 < 0``, its only row of the wrong sign), the second row one alone
+    (``l_1 = 1``, which leaves ``w_3 = -0.3``): both refused, no third guess, ``l`` returned bit for bit;
+    the sweeps still reach the solution."""
     A = np.array([[1.0, 0.8, -0.5], [0.8, 1.0, 0.0], [-0.5, 0.0, 1.0]])
     c = np.array([-1.0, -0.1, 0.2])
     held = np.zeros(3)
@@ -106,6 +110,30 @@ def test_a_polish_takes_two_guesses_at_most():
     l, sweeps = _sweeps(A, c, held, 0.0)
     assert sweeps < CORRECTION_SWEEPS
     assert np.allclose(l, [1.2, 0.0, 0.4], rtol=0.0, atol=4 * CORRECTION_RTOL)
+
+
+def test_the_third_guess_lets_go_of_the_first_row_a_null_direction_unloads():
+    """A rod on a plane (its height and tilt: the row of a point at ``x`` is ``[1, x]``, ``A = J J^T`` of
+    rank 2), points at ``x = -2, -1.5, -0.5, 2`` penetrating by ``c = [-1.7, -1.7, -0.4, -1.6]``.  The
+    solution pushes the second and fourth points: the rod rises by ``y_z`` and tilts by ``y_t`` with
+    ``y_z - 1.5 y_t = 1.7``, ``y_z + 2 y_t = 1.6``, so ``y_t = -1/35``, ``y_z = 58/35``, which leaves the
+    first point ``w_1 = y_z - 2 y_t - 1.7 = 1/70`` above the plane and the third ``89/70``; ``J^T l = y``
+    gives ``l = [0, 234/245, 0, 172/245]``.  The plain sweeps creep (the first two points share the load,
+    which moves to the second a little a sweep).  The first polish guesses the first, second and fourth
+    rows, on which ``c`` is out of ``A``'s range: its answer runs along the null direction and both the
+    first and the fourth rows turn negative.  Without both (the second guess) the second row alone leaves
+    the fourth point in the plane; without the first (the third guess) is the solution, which the next
+    sweep confirms."""
+    x = np.array([-2.0, -1.5, -0.5, 2.0])
+    J = np.stack([np.ones(4), x], 1)
+    A, c, held = J @ J.T, np.array([-1.7, -1.7, -0.4, -1.6]), np.zeros(4)
+    _, plain = _sweeps(A, c, held, 0.0, polish=False)
+    assert plain > 100
+    l, sweeps = _sweeps(A, c, held, 0.0)
+    assert sweeps == polish_first(4) + 1
+    assert np.allclose(l, [0.0, 234 / 245, 0.0, 172 / 245], rtol=0.0, atol=16 * EPS) and l[0] == l[2] == 0.0
+    assert np.allclose(A @ l + c, [1 / 70, 0.0, 89 / 70, 0.0], rtol=0.0, atol=64 * EPS)
+    assert np.array_equal(correction_impulses(A[None], c[None], held[None], 0.0)[0], l)
 
 
 def test_the_polish_pulls_a_held_row_to_its_bands_top():

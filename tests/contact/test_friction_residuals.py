@@ -125,9 +125,9 @@ def test_an_open_speculative_contact_leaves_the_velocity_scale_to_the_resting_on
     assert primal <= TOL * P and dual <= TOL * G * DT and comp <= TOL * P * G * DT
 
 
-def _bench_scene():
+def _scene_cases():
     spec = importlib.util.spec_from_file_location(
-        "bench_scene", Path(__file__).parents[2] / "benchmarks" / "bench_scene.py")
+        "scene_cases", Path(__file__).parents[2] / "benchmarks" / "scene_cases.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -141,13 +141,13 @@ def test_talos_fallen_onto_a_box_is_solved_cold():
     :func:`test_an_open_speculative_contact_leaves_the_velocity_scale_to_the_resting_ones`): before,
     ADMM's penalty was balanced against those velocities, and neither ADMM's 1000 iterations nor
     Gauss-Seidel's 10000 sweeps reached even the test those velocities loosened."""
-    bench = _bench_scene()
-    m = mujoco.MjModel.from_xml_string(bench.talos_xml(box=True))
+    cases = _scene_cases()
+    m = mujoco.MjModel.from_xml_string(cases.talos_xml(box=True))
     d = mujoco.MjData(m)
     for _ in range(1500):
         mujoco.mj_step(m, d)
     with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as f:
-        f.write(bench.talos_xml(box=True))
+        f.write(cases.talos_xml(box=True))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = sd.load_mjcf(f.name, geometry=True)

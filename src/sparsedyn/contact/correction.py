@@ -60,11 +60,19 @@ confirms it).  A refused answer gives the next guess, a primal-dual active-set s
 Kunisch, "The primal-dual active set strategy as a semismooth Newton method", 2002) that first only drops
 the rows of the wrong sign: a near-duplicate pair of points, whose load the sweeps move from one to the
 other by a few percent a sweep, shows both active, and the pair's answer pushes one and pulls the other
-(talos lying on the floor: from sweep 8, the second guess is the answer).  A polish costs about ``2 + nc / 4`` sweeps (:func:`polish_cost`: a Cholesky factorisation,
-``nc^3 / 6``, and a few products against a sweep's ``2 nc^2``); it runs only where the sweeps, at the rate
-of their last two changes of ``l``, would not reach their tolerance in as many sweeps, and not before
-:func:`polish_first` sweeps (the active rows show), each pass costing as much, each polish doubling that wait (one refused on a
-wrong active set is not tried again on the next sweep).  So an easy problem runs its plain sweeps.
+(talos lying on the floor: from sweep 8, the second guess is the answer).  Where that too is refused and
+the first answer had several rows of the wrong sign, the third guess drops only the first of them that the
+path from the first guess's start to its answer crosses, and starts where it crosses (the active-set step of
+Goldfarb and Idnani, "A numerically stable dual method for solving strictly convex quadratic programs",
+1983): where the guessed rows are redundant (``A`` singular on them) and ``c`` is out of their range, the
+regularised answer runs far along a null direction and every row that direction unloads turns wrong,
+while the solution lets go of only the first (the perturbed humanoid's limbs pressed into the floor, whose
+sweeps shift load between redundant rows for hundreds of sweeps until one reaches zero).  A polish costs
+about ``2 + nc / 4`` sweeps (:func:`polish_cost`: a Cholesky factorisation, ``nc^3 / 6``, and a few
+products against a sweep's ``2 nc^2``); it runs only where the sweeps, at the rate of their last two
+changes of ``l``, would not reach their tolerance in as many sweeps, and not before :func:`polish_first`
+sweeps (the active rows show), each pass costing as much, each polish doubling that wait (one refused on
+a wrong active set is not tried again on the next sweep).  So an easy problem runs its plain sweeps.
 
 Targets that no impulses meet (a robot's shapes drawn inside each other, pushed apart along rows that
 ask for opposite motions) have no solution: the sweeps hold the violation where the first put it while
@@ -86,7 +94,7 @@ from .friction_linalg import STEP_BLOCK_PAIRS, _cholesky, _cholesky_solve, _mv_s
 from .friction_problem import _TINY, PENETRATION_SLOP, TOUCHING_GAP, _abs, _relu, _step, _vmax
 
 __all__ = ["correction_impulses", "correction_targets", "held_rows", "no_best", "polish_cost", "polish_due",
-           "polish_first", "polish_pass", "stalled"]
+           "polish_first", "polish_pass", "stalled", "no_guesses", "passes_after"]
 
 #: Sweeps and relative tolerance of the position correction's Gauss-Seidel.
 CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
@@ -94,9 +102,9 @@ CORRECTION_SWEEPS, CORRECTION_RTOL = 1000, 1e-6
 #: diagonal entry (its square bounds the bias left after the refinement, relative to ``A``'s smallest
 #: nonzero eigenvalue over its largest: a condition of 1e4 leaves 1e-10).
 POLISH_FIRST, POLISH_REG = 8, 1e-9
-#: The guesses of the active rows in one polish (the module docstring): the sweeps' iterate's, then the
-#: first refused answer's.
-POLISH_PASSES = 2
+#: The guesses of the active rows in one polish (the module docstring): the sweeps' iterate's, then from
+#: the first refused answer, without all its rows of the wrong sign, then without the first its path crosses.
+POLISH_PASSES = 3
 #: The stall of the sweeps (:func:`stalled`): :data:`STALL_SWEEPS` sweeps in a row none of which lowers the
 #: violation by :data:`STALL_GAIN` of its value at the last that did, while the impulses grow to
 #: :data:`STALL_GROWTH` times their size then.  Targets no impulses meet (a robot's shapes drawn inside
@@ -262,31 +270,48 @@ def _float_rows(rows, cs, hs, hi, l):
 def _correction_polish(A, c, l, held, hi):
     """The polish of the sweeps' iterate ``l`` (nc,) (the module docstring): the exact solution on the
     rows the next sweep would make active, where it solves the problem to :data:`CORRECTION_RTOL`, else
-    the same on the next guess of those rows from that solution (:func:`_next_guess`), up to
+    the same on the next guesses of those rows from that solution (:func:`_next_guesses`), up to
     :data:`POLISH_PASSES` guesses, else ``l`` itself; the rest as :func:`_correction_sweep`.  The step's
     stage runs the passes one stage run each (:func:`polish_pass`), to the same bits."""
-    guess = (0.0, 0.0, 0.0)
+    after = no_guesses(len(c))
     for k in range(POLISH_PASSES):
-        out, ok, guess = polish_pass(A, c, l, held, hi, 1.0 if k == 0 else 0.0, guess)
-        if ok >= 0.5:
+        out, ok, after = polish_pass(A, c, l, held, hi, float(k), after)
+        if ok >= 0.5 or k + 1 >= passes_after(after):
             return out
     return l
 
 
-def polish_pass(A, c, l, held, hi, first, guess):
-    """``(l', ok, next)``: one guess of :func:`_correction_polish`: ``first`` 1: the rows a sweep from ``l``
-    would make active; 0: ``guess`` ``(a, up, raw)``, the last pass's ``next`` (its next rows and its
-    answer).  ``l'`` the answer where it solves the problem (``ok`` 1), else ``l``."""
+def no_guesses(nc):
+    """The guesses of a polish before its first pass (:func:`polish_pass`'s ``after``: (6 nc + 1,) zeros)."""
+    return np.zeros(6 * nc + 1)
+
+
+def passes_after(after):
+    """The passes a polish runs where they are refused (a float; ``after`` its first pass's guesses): 2, or 3
+    where the first answer had two rows of the wrong sign or more (``after``'s last entry 1)."""
+    return 2.0 + after[-1]
+
+
+def polish_pass(A, c, l, held, hi, k, after):
+    """``(l', ok, after')``: guess ``k`` (0, 1 or 2) of :func:`_correction_polish`: 0: the rows a sweep from
+    ``l`` would make active, from ``l``; 1, 2: the first pass's two next guesses, ``after`` (6 nc + 1,)
+    ``[a, up, start]`` each and whether the third is worth a pass (:func:`_next_guesses`; before the first
+    pass :func:`no_guesses`).  ``l'`` the answer where it solves the problem (``ok`` 1), else ``l``;
+    ``after'`` the first pass's guesses (this pass's where ``k`` is 0)."""
+    nc = len(c)
     diag = np.diagonal(A)
     act = _step(diag - _TINY)
     d = diag + (1.0 - act)
     held = np.asarray(held)
     scale = CORRECTION_RTOL * _vmax(_relu(-c) + held * _relu(c - hi))
+    first, third = 1.0 - _step(k - 0.5), _step(k - 1.5)
     a, up = _guess(A, c, l, held, hi, act, d)
-    a, up, base = (first * a + (1.0 - first) * guess[0], first * up + (1.0 - first) * guess[1],
-                   first * l + (1.0 - first) * guess[2])
+    a, up, base = (first * g + (1.0 - first) * ((1.0 - third) * after[j * nc:(j + 1) * nc]
+                                                + third * after[(j + 3) * nc:(j + 4) * nc])
+                   for j, g in enumerate((a, up, l)))
     cand, raw, ok = _polish_solve(A, c, base, held, hi, a, up, diag, scale)
-    return ok * cand + (1.0 - ok) * l, ok, _next_guess(A, c, raw, held, hi, act, d, a, up) + (raw,)
+    nxt = _next_guesses(A, c, base, raw, held, hi, act, d, a, up)
+    return ok * cand + (1.0 - ok) * l, ok, first * nxt + (1.0 - first) * np.asarray(after)
 
 
 def _guess(A, c, l, held, hi, act, d):
@@ -297,16 +322,26 @@ def _guess(A, c, l, held, hi, act, d):
     return act * (1.0 - _step(-lo) + up), up                     # active: pushing (l > 0) or pulled (l < 0)
 
 
-def _next_guess(A, c, raw, held, hi, act, d, a, up):
-    """The active rows after a refused answer ``raw`` of the rows ``a`` (``up`` those pulled): without
-    its rows of the wrong sign (a pushing row's negative impulse, a pulled row's positive one) where it
-    has any, else :func:`_guess` from it (the rows it leaves violated enter).  Dropping first, and all
-    at once: a near-duplicate pair of points (the sweeps move the load from one to the other by a few
-    percent a sweep) is guessed with both active, and their answer pushes one and pulls the other."""
+def _next_guesses(A, c, base, raw, held, hi, act, d, a, up):
+    """The next two guesses after a refused answer ``raw`` (nc,) of the rows ``a`` (``up`` those pulled)
+    from ``base``, ``[a, up, start]`` each, then 1 where the second is worth a pass (6 nc + 1,).  Where
+    ``raw`` has rows of the wrong sign (a pushing row's negative impulse, a pulled row's positive one):
+    without all of them, from ``raw`` (a near-duplicate pair of points, the sweeps moving the load from one
+    to the other by a few percent a sweep, is guessed with both active, and their answer pushes one and
+    pulls the other); then, where it has two or more, without the first that the path from ``base`` to
+    ``raw`` crosses, from where it crosses (the module docstring).  Where it has none, :func:`_guess` from
+    ``raw`` (the rows it leaves violated enter)."""
     wrong = a * ((1.0 - up) * _step(-raw - _TINY) + up * _step(raw - _TINY))
     some = _step(_vmax(wrong) - 0.5)
     a2, up2 = _guess(A, c, raw, held, hi, act, d)
-    return some * a * (1.0 - wrong) + (1.0 - some) * a2, some * up * (1.0 - wrong) + (1.0 - some) * up2
+    t = wrong * base / (wrong * (base - raw) + (1.0 - wrong))        # where the path crosses zero (0 to 1)
+    t = _relu(t) - _relu(t - 1.0) + 2.0 * (1.0 - wrong)
+    t_hit = -_vmax(-t)
+    hit = wrong * _step(t_hit - t)
+    at = (base + (t_hit - _relu(t_hit - 1.0)) * (raw - base)) * (1.0 - hit)
+    def without(rows):
+        return [some * a * (1.0 - rows) + (1.0 - some) * a2, some * up * (1.0 - rows) + (1.0 - some) * up2]
+    return np.concatenate(without(wrong) + [raw] + without(hit) + [at, [_step(np.sum(wrong) - 1.5)]])
 
 
 def _polish_solve(A, c, l, held, hi, a, up, diag, scale):

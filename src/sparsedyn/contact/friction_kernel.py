@@ -80,8 +80,8 @@ from ..kernels import kernel
 from ..symbolic.loop import run_stages
 from . import friction_polish as polishing
 from .anderson import FAR, anderson_step
-from .correction import (POLISH_PASSES, _correction_sweep, correction_impulses, correction_targets,  # noqa: F401
-                         held_rows, no_best, polish_due, polish_first, polish_pass)
+from .correction import (_correction_sweep, correction_impulses, correction_targets, held_rows,  # noqa: F401
+                         no_best, no_guesses, passes_after, polish_due, polish_first, polish_pass)
 from .friction_linalg import (Slots, _low_rank_factor, _low_rank_solve, _mm, _mv, _mv_sym, _spd_inverse,
                               low_rank)
 from .friction_problem import (_TINY, PENETRATION_SLOP, PROXIMAL, TOUCHING_GAP, StepArrays, _abs, _norms, _relu,
@@ -168,9 +168,9 @@ class _Layout:
                               # step's unprojected answer and whether the next step starts from it
                               ("pz", m), ("tries", 1), ("next", 1), ("rounds", 1), ("polishes", 1),
                               ("pbest", 1), ("code", nc), ("same", 1), ("out", nc), ("praw", m), ("sraw", 1),
-                              # the position correction's polish: the next pass's rows (active,
-                              # pulled), the last answer, the passes run (correction.polish_pass)
-                              ("ca", nc), ("cu", nc), ("cr", nc), ("cpass", 1)])
+                              # the position correction's polish: its first pass's next guesses, the passes
+                              # run (correction.polish_pass)
+                              ("cguess", 6 * nc + 1), ("cpass", 1)])
 
     @staticmethod
     def _table(items):
@@ -250,7 +250,7 @@ def _init(lay, q, v, tau, settings, warm, data, *extra):
                              out=np.zeros(nc), praw=np.zeros(m), sraw=0.0,
                              tries=0.0, rounds=0.0, polishes=0.0, pbest=0.0, cbest=FAR, cstall=0.0, code=np.zeros(nc),
                              same=0.0,
-                             next=_first_polish(m, z), ca=np.zeros(nc), cu=np.zeros(nc), cr=np.zeros(nc), cpass=0.0))
+                             next=_first_polish(m, z), cguess=no_guesses(nc), cpass=0.0))
     return K, S
 
 
@@ -467,10 +467,9 @@ def _correct_polish(lay, *X):
     settings, _, K, S = lay.unpack(X)
     A, held = _correction_rows(lay, settings, K, S)
     npass = S["cpass"][0]
-    l, ok, (a, up, raw) = polish_pass(A, K["cn"], S["l"], held, PENETRATION_SLOP / (2.0 * settings[0]),
-                                      1.0 - _step(npass - 0.5), (S["ca"], S["cu"], S["cr"]))
-    more = (1.0 - ok) * _step(POLISH_PASSES - 1.5 - npass)
-    S.update(l=l, due=2.0 * S["sweeps"][0], ca=a, cu=up, cr=raw, cpass=(npass + 1.0) * more)
+    l, ok, after = polish_pass(A, K["cn"], S["l"], held, PENETRATION_SLOP / (2.0 * settings[0]), npass, S["cguess"])
+    more = (1.0 - ok) * _step(passes_after(after) - 1.5 - npass)
+    S.update(l=l, due=2.0 * S["sweeps"][0], cguess=after, cpass=(npass + 1.0) * more)
     return lay.pack(lay.S, S), more - 1.0
 
 
