@@ -31,7 +31,7 @@ __all__ = []
 
 #: IR nodes of all of an iterative kernel's pieces up to which its loop entry runs on vectors.  The
 #: contact step of a free box's four contact slots has 60,300 nodes (its polish in three stages) and is
-#: emitted so (scalar, its batch of 1000 resting states takes 2.3 times as long).  The dm_control
+#: emitted so (scalar, the solve of its batch of 1000 resting states took 2.3-2.6 times as long).  The dm_control
 #: humanoid's eight data slots (130,000) stay scalar: their vector pieces would solve a batch of 1000
 #: settled states faster (1.7 times, one thread) but double the first step's build, which every
 #: single-call user pays.
