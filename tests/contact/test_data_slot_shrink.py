@@ -9,7 +9,7 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.codegen import native
 from sparsedyn.contact.data_slots import (MIN_DATA_SLOTS, SHRINK_AFTER, data_slot_count, data_slots_used,
-                                          least_data_slots, least_slots)
+                                          least_data_slots, least_slots, steps_to_shrink)
 from tests.conftest import dm_control_humanoid
 from tests.contact.test_data_slots import _lying, _standing, _stairs
 
@@ -53,6 +53,17 @@ def test_the_count_grows_at_once_and_shrinks_after_the_rules_steps(humanoid):
     assert data_slot_count(scene, 17, False) == 24
     assert data_slots_used(scene, [5] * (SHRINK_AFTER - 1)) == 24
     assert data_slots_used(scene, [5, 5]) == 8
+
+
+def test_a_chain_of_steps_ends_where_the_count_may_shrink(humanoid):
+    """``steps_to_shrink``: the steps left of the run that fit in fewer slots (a rollout's native chain
+    ends there, so its count shrinks at the step a step-by-step count does): SHRINK_AFTER with no run,
+    SHRINK_AFTER - 5 after five such steps, and a chain of that many shrinks at its last step."""
+    scene = sd.Scene(humanoid)
+    assert data_slot_count(scene, 20) == 24 and steps_to_shrink(scene) == SHRINK_AFTER
+    assert data_slots_used(scene, [20, 5, 5, 5, 5, 5]) == 24 and steps_to_shrink(scene) == SHRINK_AFTER - 5
+    assert data_slots_used(scene, [5] * (SHRINK_AFTER - 6)) == 24 and steps_to_shrink(scene) == 1
+    assert data_slots_used(scene, [12]) == 12 and steps_to_shrink(scene) == SHRINK_AFTER   # (12 holds the run's most)
 
 
 def _builds(model):

@@ -434,19 +434,23 @@ def test_a_talos_step_with_its_meshes_on_the_floor_is_one_native_call(talos, pos
 @pytest.mark.filterwarnings("ignore::sparsedyn.ContactStepWarning")      # (the same step's on both roads)
 def test_a_talos_rollout_onto_the_floor_is_the_python_roads_bit_for_bit(talos, monkeypatch):
     """talos dropped from 10 mm above the floor: its soles land (contacts come), and a rollout whose
-    steps take the fused road where the layout holds their contacts is the rollout on the Python road
-    (a twin scene, the fused call switched off), bit for bit: states, impulses, modes, iterations."""
+    steps take the fused road where the layout holds their contacts (its robot meshes' rows found before
+    each step, the steps chained in native calls) is the rollout on the Python road (a twin scene, the
+    fused call switched off), bit for bit: states, impulses, modes, iterations."""
     model = talos
     scene, twin = _talos_scene(model), _talos_scene(model)
     q, v, tau = _lowered(model, scene, model.neutral(), 0.01), np.zeros(model.nv), np.zeros(model.nv)
     spy = _Spy(scene_fused.native_function)
     monkeypatch.setattr(scene_fused, "native_function", spy)
+    single = []                                   # (steps of one native call each, outside a chain)
+    monkeypatch.setattr(friction, "chained_step", lambda *a: single.append(1) or scene_fused.chained_step(*a))
     steps = 60
     with sd.use_backend("native", deterministic=True):
         r = sd.rollout(model, list(q), list(v), tau, scene, DT, steps)
         ref = _python_road_rollout(monkeypatch, model, q, v, tau, twin, DT, steps)
     touching = sum(len(x) > 0 for x in r.impulses)
     assert touching >= steps // 3 and spy.answered >= touching - 2    # once touching, one native call a step
+    assert len(single) == 0                                           # ... each in a chain
     assert r.q.tobytes() == ref.q.tobytes() and r.v.tobytes() == ref.v.tobytes()
     assert r.iterations.tobytes() == ref.iterations.tobytes()
     assert all(a.tobytes() == b.tobytes() for a, b in zip(r.impulses, ref.impulses))

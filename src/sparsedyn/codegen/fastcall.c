@@ -996,7 +996,10 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
    (an 11th, optional): ``(D (nv,), iq (k,), iv (k,), K (k,), qs (k,))``, the joints' dampers and the
    sprung dofs of vector joints (int64 indices into q and v, stiffness, rest position): each step's
    joint forces are then ``tau`` plus ``-D v - K (q[iq] - qs)`` at the state it starts from, in the
-   order of the NumPy road's ``tau + passive_forces(q, v)`` (so equal to it bit for bit). */
+   order of the NumPy road's ``tau + passive_forces(q, v)`` (so equal to it bit for bit).  ``candidates``
+   (a 12th, optional): a callable ``(q, v)`` returning each step's candidates as scene_step's ``found``
+   (a plan whose candidates are found before the call: robot meshes on planes, pairs of two boxes), or
+   None where it declines that step (the chain then ends before it). */
 static PyArrayObject *rows_into(PyObject *o, npy_intp n) {
     if (!PyArray_Check(o)) return NULL;
     PyArrayObject *a = (PyArrayObject *)o;
@@ -1058,14 +1061,15 @@ static PyObject *with_springs(PyObject *tau, PyObject *q, PyObject *v, PyArrayOb
 }
 
 static PyObject *scene_rollout(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 9 || nargs > 11 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 3
-        || !PyArray_Check(args[3])) {
+    PyObject *candidates = nargs == 12 && args[11] != Py_None ? args[11] : NULL;
+    if (nargs < 9 || nargs > 12 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 3
+        || !PyArray_Check(args[3]) || (candidates && !PyCallable_Check(candidates))) {
         PyErr_SetString(PyExc_TypeError, "scene_rollout(plan, q, v, tau, settings, warm, chain, steps, matcher[, into"
-                        "[, springs]])");
+                        "[, springs[, candidates]]])");
         return NULL;
     }
     PyArrayObject *sp[5] = {NULL, NULL, NULL, NULL, NULL};
-    if (nargs == 11 && args[10] != Py_None) {
+    if (nargs >= 11 && args[10] != Py_None) {
         PyObject *t = args[10];
         int ok = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 5 && (sp[0] = flat_array(PyTuple_GET_ITEM(t, 0), -1, 0));
         npy_intp k = ok && (sp[1] = flat_array(PyTuple_GET_ITEM(t, 1), -1, 1)) ? PyArray_DIM(sp[1], 0) : -1;
@@ -1100,13 +1104,21 @@ static PyObject *scene_rollout(PyObject *mod, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t k = 0; out && k < steps; k++) {
         PyObject *tau = rows ? PySequence_GetItem(args[3], k) : Py_NewRef(args[3]);
         if (tau && sp[0]) Py_SETREF(tau, with_springs(tau, q, v, sp));
-        PyObject *chain = tau ? PyTuple_Pack(3, every, radius, prev) : NULL;
+        PyObject *found = !tau ? NULL : candidates ? PyObject_CallFunctionObjArgs(candidates, q, v, NULL)
+                                                   : Py_NewRef(Py_None);
+        if (found == Py_None && candidates) {                /* (declined: the caller's road for this step) */
+            Py_DECREF(found);
+            Py_DECREF(tau);
+            break;
+        }
+        PyObject *chain = found ? PyTuple_Pack(3, every, radius, prev) : NULL;
         PyObject *r = NULL;
         if (chain) {
-            PyObject *a[8] = {args[0], q, v, tau, args[4], prev == Py_None ? args[5] : args[8], Py_None, chain};
+            PyObject *a[8] = {args[0], q, v, tau, args[4], prev == Py_None ? args[5] : args[8], found, chain};
             r = scene_step(mod, a, 8);
         }
         Py_XDECREF(tau);
+        Py_XDECREF(found);
         Py_XDECREF(chain);
         if (!r) { Py_CLEAR(out); break; }
         if (r == Py_None) { Py_DECREF(r); break; }

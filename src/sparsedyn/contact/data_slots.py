@@ -31,7 +31,7 @@ from .friction_problem import DATA_SLOT, FREE_PLANE, ContactSlots, StepArrays, s
 
 __all__ = ["data_slots", "data_slot_count", "data_slot_base", "step_slots", "batch_slots", "data_slots_of_rows",
            "runs_per_body", "key_weights", "empty_data_slots",
-           "data_slots_used", "in_least_slots", "least_slots", "MIN_DATA_SLOTS", "SHRINK_AFTER"]
+           "data_slots_used", "in_least_slots", "least_slots", "steps_to_shrink", "MIN_DATA_SLOTS", "SHRINK_AFTER"]
 
 #: The fewest slots of a scene's step (a humanoid lying on the floor touches with 9 to 11 points, which 12 hold).
 MIN_DATA_SLOTS = 8
@@ -85,6 +85,14 @@ def data_slot_count(scene, nc, step=True):
     elif step and have > MIN_DATA_SLOTS:
         return _follow_down(cache, have, nc)
     return have
+
+
+def steps_to_shrink(scene):
+    """The fewest single steps after which the scene's count of data slots may shrink (an int, 1 to
+    :data:`SHRINK_AFTER`): those left of the run of steps that fit in fewer (:func:`data_slot_count`), so a
+    chain of steps in one native call ends where a step by step count would shrink."""
+    run = scene.cache.get("data slots spare") or (0, 0)
+    return max(1, SHRINK_AFTER - run[0])
 
 
 def _follow_down(cache, have, nc):

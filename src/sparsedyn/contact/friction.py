@@ -109,10 +109,11 @@ from .friction_problem import (ADMM_BUDGET, SOLVERS, ContactProblem, ContactResi
 from .lazy_modes import LazyModesRollout, LazyModesStep, _Modes, _TrajectoryModes
 from .passive_step import IMPLICIT, implicit_damping, passive_flag, passive_inputs, vector_springs, with_passive
 from . import scene_data
-from .data_slots import MIN_DATA_SLOTS, SHRINK_AFTER, data_slot_count, data_slots_used, in_least_slots
+from .data_slots import MIN_DATA_SLOTS, data_slot_count, data_slots_used, in_least_slots, steps_to_shrink
 from .scene import Scene
 from .rollout_rows import append_chain, rollout_rows, stacked_states
-from .scene_fused import chained_step, chained_steps, fused_step, general_matching, mixed_call, trajectory_plan
+from .scene_fused import (chained_step, chained_steps, fused_step, general_matching, mixed_call, step_candidates,
+                          trajectory_plan)
 from .scene_step import FoundContacts, batch_previous, batch_states, step_in_scene
 from .transport import gyroscopic, to_next_axes, transport
 
@@ -534,17 +535,17 @@ def _scene_rollout(model, q, v, tau_at, scene, dt, steps, options, taus=None, sp
             plan = trajectory_plan(scene, model, dt) if previous is not None or warm is None or \
                 type(warm) is np.ndarray else None
         got = need = None
-        if plan and taus is not None and plan[4] is None:     # the steps in one native call
+        if plan and taus is not None:             # the steps in one native call
             if general is None or general[0] is not plan:
-                general = (plan, general_matching(scene, plan))
-            # (in chains of SHRINK_AFTER steps while the data slots are more than the least: their
-            # contacts counted between the chains, the count shrunk where they fit in fewer)
+                general = (plan, general_matching(scene, plan), step_candidates(scene, plan, dt))
+            # (while the data slots are more than the least, in chains that end where the count may
+            # shrink: their contacts counted between the chains, the count shrunk where they fit in fewer)
             n = scene.cache.get("data_slot_count", 0)
-            ask = steps - k if n <= MIN_DATA_SLOTS else min(steps - k, SHRINK_AFTER)
+            ask = steps - k if n <= MIN_DATA_SLOTS else min(steps - k, steps_to_shrink(scene))
             rows = rows or rollout_rows(scene.model, steps, q, v)
             runs = chained_steps(plan, q, v, taus[k:] if taus.ndim == 2 else taus, settings,
                                  warm if previous is None else None, previous, ask, general[1],
-                                 rows if k == 0 else (rows[0][k:], rows[1][k:], rows[2][k:]), springs)
+                                 rows if k == 0 else (rows[0][k:], rows[1][k:], rows[2][k:]), springs, general[2])
             need = runs.pop() if runs and type(runs[-1]) is int else None       # (more contacts than its slots)
             if runs:
                 append_chain(runs, rows, k, qs, vs, imps, modes, its, lambda got: _result(

@@ -33,10 +33,13 @@ rolling body's contacts do step after step) and asks Python where it is not
 (:func:`~sparsedyn.contact.scene_step.matched_warm_start`, whose answer the plain matching is), and
 returns the step's contacts' pairs and rows (what the next step matches).  A rollout's steps under
 joint forces known beforehand run one after another in one call (:func:`chained_steps`: the
-extension's ``scene_rollout``) until one leaves this road; while the scene's data slots are more than
-the least, in chains of :data:`~sparsedyn.contact.data_slots.SHRINK_AFTER` steps, whose contact counts
-are told to :func:`~sparsedyn.contact.data_slots.data_slots_used` between them (the count shrinks
-where they fit in fewer: the next chain runs that count's plan, kept per count as the kernels are).  A
+extension's ``scene_rollout``; a mixed plan's candidates found before each step by a Python callable
+it calls, :func:`step_candidates`) until one leaves this road; while the scene's data slots are more
+than the least, in chains that end where the count may shrink
+(:func:`~sparsedyn.contact.data_slots.steps_to_shrink`), whose contact counts are told to
+:func:`~sparsedyn.contact.data_slots.data_slots_used` between them (the count shrinks where they fit in
+fewer, at the step a step-by-step count would: the next chain runs that count's plan, kept per count as
+the kernels are).  A
 chain's step whose contacts are more than its data slots ends it with their number: the count grows to
 hold them and the next chain, in that count's plan, takes the step.  Any other step takes the Python
 road, which grows the layout where needed: external forces or gravity given, a warm start that is not
@@ -69,7 +72,8 @@ from .reduction import PATCH_DEPTH
 from .scene_data import _Mixed, _filler, _plan, held_contacts
 from .scene_step import WARM_RADIUS, FoundContacts, matched_warm_start
 
-__all__ = ["fused_step", "chained_step", "chained_steps", "general_matching", "trajectory_plan", "mixed_call"]
+__all__ = ["fused_step", "chained_step", "chained_steps", "general_matching", "trajectory_plan", "mixed_call",
+           "step_candidates"]
 
 _AHEAD, _STEP = collision_candidates_ahead.__name__, contact_step_kernel.__name__
 _NONE, _F64 = {}, np.dtype(float)
@@ -165,12 +169,13 @@ def chained_step(model, q, v, tau, scene, dt, settings, warm_start=None, previou
     return got if type(got) is not tuple else (got[0], got[1], FoundContacts(got[2], None, got[3]))
 
 
-def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, general, into=None, springs=None):
+def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, general, into=None, springs=None,
+                  candidates=None):
     """Up to ``steps`` steps of :func:`chained_step` one after another in one native call (the
     extension's ``scene_rollout``), from ``(q, v)`` (nq,), (nv,) float64 arrays, with ``tau`` (nv,)
     held or (n, nv) (row k: step k's), ``previous`` as :func:`chained_step`'s (None: the first step
-    from ``warm_start``), ``plan``: :func:`trajectory_plan`'s (a plan of the collision kernel's: not a
-    mixed one), ``general``: :func:`general_matching`'s.  Returns the list of the steps' ``(StepArrays
+    from ``warm_start``), ``plan``: :func:`trajectory_plan`'s, ``general``: :func:`general_matching`'s,
+    ``candidates``: :func:`step_candidates`'s (a mixed plan's).  Returns the list of the steps' ``(StepArrays
     tuple, index, pair, rows, impulses)`` (the contacts' scene pairs (nc,), ``[p (3), plane (4)]``
     rows (nc, 7), impulses in their order (nc, 3)), ending before the first step this road declines (its
     last item that step's number of contacts, an int, where they are more than the plan's data slots).
@@ -183,7 +188,32 @@ def chained_steps(plan, q, v, tau, settings, warm_start, previous, steps, genera
         return []                                  # (Contact objects: the Python road matches them)
     prev = None if previous is None else (previous[0].pair, previous[0]._data(), previous[1])
     return native_function("scene_rollout")(plan[1], q, v, tau, settings, warm_start, (plan[5], WARM_RADIUS, prev),
-                                            steps, general, into, springs)
+                                            steps, general, into, springs, candidates)
+
+
+def step_candidates(scene, plan, dt):
+    """The candidates of a mixed ``plan`` (:func:`trajectory_plan`'s) for :func:`chained_steps`: a callable
+    ``(q, v)`` returning a step's candidates from ``q`` at ``v`` over ``dt`` as :func:`chained_step` finds
+    them, or None where they are not one state's float64 arrays or a pair of no rows may touch (the
+    Python road then takes that step); None for a plan of the collision kernel's (found in the call)."""
+    mixed, model = plan[4], scene.model
+    if mixed is None:
+        return None
+    nq, nv, ahead = (model.nq,), (model.nv,), float(dt)
+    planes = _meshes_on_planes(mixed)
+
+    def candidates(q, v):
+        if not (q.dtype is _F64 and v.dtype is _F64 and q.shape == nq and v.shape == nv):
+            return None
+        # (robot meshes on planes: the routine's buffers, which the step reads and keeps nothing of)
+        return planes and plane_step_rows(scene, mixed, q, v, ahead, False) or \
+            scene_data._mixed_candidates(scene, mixed, q, None, (v, ahead))
+    return candidates
+
+
+def _meshes_on_planes(mixed):
+    """Whether a mixed plan's pairs are the collision kernel's and robot meshes on planes alone."""
+    return mixed.mesh is not None and not len(mixed.boxes) and mixed.bb is None
 
 
 def mixed_call(scene, plan, dt):
@@ -197,7 +227,7 @@ def mixed_call(scene, plan, dt):
     run, mixed, model = plan[0], plan[4], scene.model
     nq, nv = (model.nq,), (model.nv,)
     boxes = mixed.mesh is None and not len(mixed.boxes) and mixed.bb is not None     # (the kernel's, two boxes')
-    planes = mixed.mesh is not None and not len(mixed.boxes) and mixed.bb is None    # (the kernel's, meshes on planes)
+    planes = _meshes_on_planes(mixed)
     held = {}                                      # thread id -> box_box_stages' (found, md, last), once made
 
     def call(args, q, v, tau, settings, warm_start, pre=None, *more):
