@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact import mesh_plane_step, scene_data
+from sparsedyn.contact import mesh_plane_step, scene_data, scene_fused
 from test_scene import DT
 import test_scene_fused
-from test_scene_fused import FLOOR, _pose, _talos_scene
+from test_scene_fused import FLOOR, _pose, _python_road, _python_road_rollout, _same, _talos_scene
 
 talos = test_scene_fused.talos                      # (its fixture: talos on a floor, shared)
 
@@ -106,3 +106,58 @@ def test_talos_with_a_sole_on_a_box_has_the_general_roads_candidates(talos, monk
             assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
             assert np.isfinite(got[0][on_box, 0]).sum() >= 3
         assert mesh_plane_step.plane_step_rows(scene, mixed, q, v, DT) is None
+
+
+def _counted(monkeypatch, module, name, count):
+    """``module.name`` counting its calls in ``count[name]``."""
+    f = getattr(module, name)
+
+    def spied(*args, **kwargs):
+        count[name] += 1
+        return f(*args, **kwargs)
+    monkeypatch.setattr(module, name, spied)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")      # (the Python road's, at 1e307)
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("pose", ["standing", "on its head"])
+def test_a_talos_step_finds_its_mesh_rows_in_its_native_call(talos, pose, monkeypatch):
+    """After the step that grows the layout, a step of talos on the floor finds its candidates in its native
+    call (``plane_stages``: the bodies' velocities, poses, the routine, the collision kernel; no rows from
+    Python, no general road) at steps of two sizes in turn (the routine reads each step's dt), and is the
+    Python road's bit for bit; so is a rollout's; a ``v`` with a NaN is refused by name, and a base sliding
+    at 1e307 m/s (the routine declines: the bodies' velocities sum past the largest float) is refused as on
+    the Python road."""
+    model = talos
+    scene = _talos_scene(model)
+    q, v = _pose(model, scene, pose)
+    tau = np.zeros(model.nv)
+    huge = v.copy()
+    huge[3] = 1e307
+    with sd.use_backend("native", deterministic=True):
+        for _ in range(2):                                                    # (the builds, the layout, the plan)
+            sd.contact_step(model, q, v, tau, scene, DT)
+        count = {"plane_step_rows": 0, "_mixed_candidates": 0}
+        _counted(monkeypatch, scene_fused, "plane_step_rows", count)
+        _counted(monkeypatch, scene_data, "_mixed_candidates", count)
+        none = {"plane_step_rows": 0, "_mixed_candidates": 0}
+        for dt in (DT, 2 * DT, DT):
+            count.update(none)
+            got = sd.contact_step(model, q, v, tau, scene, dt)
+            assert count == none
+            assert _same(got, _python_road(monkeypatch, model, q, v, tau, scene, dt)) and len(got.impulses) >= 4
+        count.update(none)
+        r = sd.rollout(model, q, v, tau, scene, DT, 8)
+        assert count == none
+        ref = _python_road_rollout(monkeypatch, model, q, v, tau, _talos_scene(model), DT, 8)
+        assert r.q.tobytes() == ref.q.tobytes() and r.v.tobytes() == ref.v.tobytes()
+        bad = v.copy()
+        bad[0] = np.nan
+        with pytest.raises(ValueError, match="v: contains NaN"):
+            sd.contact_step(model, q, bad, tau, scene, DT)
+        for road in (sd.contact_step, partial(_python_road, monkeypatch)):
+            with pytest.raises(sd.NonFiniteResultError, match="too large for double precision"):
+                road(model, q, huge, tau, scene, DT)
+        mixed = scene_data._mixed_plan(scene)[0]
+        found = mesh_plane_step.plane_stages(scene, mixed, q, v)[0]
+        assert len(found[2]) == 4 and found[0].shape == (len(mixed.pair), 11)     # velocities, poses, routine, kernel

@@ -673,12 +673,12 @@ static PyArrayObject *plan_array(PyObject *o, int ndim, int type) {
 /* The stages that find a step's candidates in the call (``found``'s third entry, scene_step's), run in
    order: a tuple of ``(kernel, ins, out)``, a Kernel run on ``ins`` (a tuple of its inputs, the ints 0
    and 1 standing for the call's q and v) into ``out`` (its output array, or tuple of them), and
-   ``(address, plan, buf)``, a C routine ``void f(const long long *plan, double *buf)`` at ``address``
+   ``(address, plan, buf)``, a C routine ``int f(const long long *plan, double *buf)`` at ``address``
    (an int) on ``plan`` (int64) and ``buf`` (float64, writeable), both 1-d and C-contiguous, and
    ``(order, rows, out)``, a gather of rows: ``out[i] = rows[order[i]]`` (order (n,) int64, rows (m, w),
    out (n, w) float64, C-contiguous, out writeable and apart from rows).  Returns 1
-   once all ran, 0 where a kernel's fast path declines (no exception set: the step answers None), -1 on
-   an error. */
+   once all ran, 0 where a kernel's fast path or a routine declines (a nonzero return; no exception set: the
+   step answers None), -1 on an error. */
 static int run_stages(PyObject *stages, PyObject *q, PyObject *v) {
     if (!PyTuple_Check(stages)) goto bad;
     for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(stages); s++) {
@@ -700,7 +700,7 @@ static int run_stages(PyObject *stages, PyObject *q, PyObject *v) {
             PyArrayObject *p = plan_array(b, 1, NPY_INT64), *x = plan_array(c, 1, NPY_DOUBLE);
             void *f = PyLong_AsVoidPtr(a);
             if (!p || !x || !f || !PyArray_ISWRITEABLE(x)) goto bad;
-            ((void (*)(const long long *, double *))f)(PyArray_DATA(p), PyArray_DATA(x));
+            if (((int (*)(const long long *, double *))f)(PyArray_DATA(p), PyArray_DATA(x))) return 0;
         } else if (PyArray_Check(a)) {
             PyArrayObject *o = plan_array(a, 1, NPY_INT64), *x = plan_array(b, 2, NPY_DOUBLE), *y = plan_array(c, 2, NPY_DOUBLE);
             if (!o || !x || !y || !PyArray_ISWRITEABLE(y) || PyArray_DIM(o, 0) != PyArray_DIM(y, 0)

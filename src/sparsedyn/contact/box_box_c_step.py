@@ -12,8 +12,9 @@ STEP = r"""
    placement in its body; out: cut (S) each scene pair's look-ahead (look_ahead.pair_cutoffs: the margin
    plus dt (|v_o| + |omega| rho) of its bodies; all the margin where one is not finite), top its largest
    (at least the margin), within (K) each row's pair's, and each box pair's BB_ROWS rows (11 columns:
-   [d, (w_a + w_b) / 2, n, w_a in a's body, n . w_b], a free row's d = +inf, the others 0). */
-SD_EXPORT void sd_box_box_step(const long long *plan, double *buf)
+   [d, (w_a + w_b) / 2, n, w_a in a's body, n . w_b], a free row's d = +inf, the others 0).  Returns 0 (a stage of
+   the step's native call: scene_step's). */
+SD_EXPORT int sd_box_box_step(const long long *plan, double *buf)
 {
   long long P = plan[0], S = plan[1], NB = plan[2], K = plan[3];
   const double *V = buf + plan[4], *rho = buf + plan[5], *par = buf + plan[8], *src = buf + plan[11];
@@ -60,5 +61,6 @@ SD_EXPORT void sd_box_box_step(const long long *plan, double *buf)
       }
     }
   }
+  return 0;
 }
 """

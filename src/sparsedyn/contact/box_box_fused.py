@@ -20,7 +20,7 @@ import numpy as np
 
 from .box_box_step import step_buffers
 
-__all__ = ["box_box_found", "box_box_stages"]
+__all__ = ["box_box_found", "box_box_stages", "found_of"]
 
 _KEY = "box-box fused stages"
 
@@ -80,17 +80,25 @@ def _laid_out(buffers):
     nk = _kernel(near, (kp.pairs,)) if kern is not None else None
     if bk is None or (outs is not None and gk is None) or (kern is not None and nk is None):
         return None
-    # q and v: the call's (the ints 0 and 1 stand for them); the stages in box_box_step_rows' order, the
-    # rows taken in the plan's order last (into a buffer of their own, as rows.take(order, 0) there)
+    # q and v: the call's (the ints 0 and 1 stand for them); the stages in box_box_step_rows' order
     stages = ((bk, (0, 1), V),) + (((gk, (0,), outs),) if outs is not None else ()) + \
-        ((ctypes.cast(f, ctypes.c_void_p).value, plan, buf),) + \
-        (((nk, (0, kp.shapes, top), kern),) if kern is not None else ())
+        ((ctypes.cast(f, ctypes.c_void_p).value, plan, buf),)
+    return found_of(stages, (nk, kp.shapes, top, kern), order, rows, within), md, last
+
+
+def found_of(stages, near, order, rows, within):
+    """``(rows, within, stages)``, ``found`` of a step's native call whose ``stages`` fill ``rows`` (K, 11) and
+    ``within`` (K,): those ``stages``, then the collision kernel's ``near`` ``(kernel, shapes, top, its rows)``
+    (its rows None: no kernel's pairs), then, where ``order`` is not None, the rows taken in the plan's order
+    (into a buffer of their own, as ``rows.take(order, 0)``)."""
+    nk, shapes, top, kern = near
+    stages += ((nk, (0, shapes, top), kern),) if kern is not None else ()
     if order is not None:
         order = np.ascontiguousarray(order, np.int64)
         out = np.empty((len(order), rows.shape[1]))
         stages += ((order, rows, out),)
         rows = out
-    return (rows, within, stages), md, last
+    return rows, within, stages
 
 
 def _kernel(method, key):

@@ -279,6 +279,13 @@ SD_EXPORT long long sd_step_rows_packed(const long long *a, double dt)
 #undef SD_D
 #undef SD_L
 }
+
+/* sd_step_rows_packed as a stage of the step's native call (scene_step's found), dt = buf[1]: nonzero where it
+   writes no rows (-2: velocities whose sum overflows, -1: no memory), the caller's road then. */
+SD_EXPORT int sd_step_rows_stage(const long long *a, double *buf)
+{
+  return sd_step_rows_packed(a, buf[1]) < 0;
+}
 """
 
 #: The routines once loaded: ``[sd_mesh_plane_rows or None, tried, sd_step_rows or None]``.

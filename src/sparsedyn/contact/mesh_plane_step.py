@@ -14,7 +14,9 @@ candidate's look-ahead written in the same call):
 the same routine on the same numbers, the same kernel call with the same cutoff, so the same rows
 bit for bit.  A scene with more pairs (robot meshes on world boxes, pairs of two boxes, coal's pairs,
 height fields) takes this road too: their rows (``scene_data._other_rows``, from the look-ahead the
-routine wrote) fill the buffer's rows after these.
+routine wrote) fill the buffer's rows after these.  :func:`plane_stages` hands the same calls on the same
+buffers to the step's native call as its stages, as :mod:`~sparsedyn.contact.box_box_fused` does those of pairs
+of two boxes: a step is then one call from Python.
 """
 
 from __future__ import annotations
@@ -27,16 +29,17 @@ import numpy as np
 
 from ..algorithms.kinematics import body_velocities, forward_kinematics
 from ..kernels import c_library, native_calls, use_backend
+from .box_box_fused import _kernel, found_of
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_near
 from .look_ahead import body_reach
 from .mesh_plane_loop import SOURCE, loop_plan
 from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH, SPAN
 
-__all__ = ["plane_step_rows"]
+__all__ = ["plane_step_rows", "plane_stages"]
 
 _NEAR, _FK, _BV = collision_candidates_near.__name__, forward_kinematics.__name__, body_velocities.__name__
 _F64 = np.dtype(float)
-_KEY = "mesh-plane step rows"
+_KEY, _STAGES = "mesh-plane step rows", "mesh-plane stages"
 
 
 def _scratch(scene, mixed, q, v):
@@ -142,3 +145,43 @@ def plane_step_rows(scene, mixed, q, v, dt, fresh=True, rest=None):
     if not fresh:
         return (rows if order is None else rows.take(order, 0)), within
     return (rows.copy() if order is None else rows.take(order, 0)), within.copy()
+
+
+def plane_stages(scene, mixed, q, v):
+    """This thread's ``(found, md, last)`` for ``mixed`` (robot meshes on planes and the collision kernel's
+    pairs alone), as :func:`~sparsedyn.contact.box_box_fused.box_box_stages` gives them: ``found`` the step's
+    native call's (``scene_step``) ``(rows, within, stages)``, the buffers of :func:`plane_step_rows` and the
+    native calls that fill them from the call's ``q`` and ``v`` (the bodies' velocities, their poses, the
+    routine, the collision kernel, the rows put in the plan's order), ``md`` the buffer whose entry 1 the
+    routine reads as the step's dt, ``last`` ``[that dt]``; False where the plan has other pairs, None where
+    a routine or a kernel is not built yet, or ``q``, ``v`` are not one state's float64 arrays."""
+    got = scene.cache.get(_STAGES)
+    kept = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
+    if kept is not None:
+        return kept
+    model = scene.model
+    if not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,) and type(v) is np.ndarray
+            and v.dtype is _F64 and v.shape == (model.nv,)) or use_backend.current() == "numpy":
+        return None
+    got = scene.cache.get(_KEY)
+    buffers = got[1].get(get_ident()) if got is not None and got[0] is mixed else None
+    buffers = _scratch(scene, mixed, q, v) if buffers is None else buffers
+    if not buffers:
+        return buffers
+    _, _, _, V, R, o, _, top, rows, kern, fk, bv, near, kp, _, _, order, _, held, _, within, filled = buffers
+    if filled < len(rows):                         # (the plan's other pairs: their rows from Python)
+        return False
+    bk, gk, nk = _kernel(bv, ()), _kernel(fk, ()), _kernel(near, (kp.pairs,)) if kern is not None else None
+    lib = c_library(SOURCE)
+    if bk is None or gk is None or (kern is not None and nk is None) or lib is None:
+        return None
+    md = np.array([scene.margin, np.nan])
+    # q and v: the call's (the ints 0 and 1); plane_step_rows' calls in its order
+    stages = ((bk, (0, 1), V), (gk, (0,), (R, o)),
+              (ctypes.cast(lib["sd_step_rows_stage"], ctypes.c_void_p).value, held[6], md))
+    kept = found_of(stages, (nk, kp.shapes, top, kern), order, rows, within), md, [None]
+    got = scene.cache.get(_STAGES)
+    if got is None or got[0] is not mixed:
+        got = scene.cache[_STAGES] = (mixed, {})
+    got[1][get_ident()] = kept
+    return kept

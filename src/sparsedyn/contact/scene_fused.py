@@ -67,7 +67,7 @@ from . import scene_data
 from .friction_kernel import contact_step_kernel
 from .friction_problem import DATA_SLOT, ContactSlots
 from .look_ahead import body_reach
-from .mesh_plane_step import plane_step_rows
+from .mesh_plane_step import plane_stages, plane_step_rows
 from .reduction import PATCH_DEPTH
 from .scene_data import _Mixed, _filler, _plan, held_contacts
 from .scene_step import WARM_RADIUS, FoundContacts, matched_warm_start
@@ -201,12 +201,19 @@ def step_candidates(scene, plan, dt):
         return None
     nq, nv, ahead = (model.nq,), (model.nv,), float(dt)
     planes = _meshes_on_planes(mixed)
+    staged = [None]                                # (plane_stages' found, once made: the same each step)
 
     def candidates(q, v):
         if not (q.dtype is _F64 and v.dtype is _F64 and q.shape == nq and v.shape == nv):
             return None
-        # (robot meshes on planes: the routine's buffers, which the step reads and keeps nothing of)
-        return planes and plane_step_rows(scene, mixed, q, v, ahead, False) or \
+        if staged[0] is None and planes:
+            kept = plane_stages(scene, mixed, q, v)
+            if kept:
+                found, md, last = kept
+                md[1] = last[0] = ahead
+                staged[0] = found
+        # (robot meshes on planes: found in the step's call, in buffers it reads and keeps nothing of)
+        return staged[0] or planes and plane_step_rows(scene, mixed, q, v, ahead, False) or \
             scene_data._mixed_candidates(scene, mixed, q, None, (v, ahead))
     return candidates
 
@@ -233,16 +240,16 @@ def mixed_call(scene, plan, dt):
     def call(args, q, v, tau, settings, warm_start, pre=None, *more):
         if not (q.dtype is _F64 and v.dtype is _F64 and q.shape == nq and v.shape == nv):
             return None
-        # pairs of two boxes (or robot meshes on planes): their rows in the routine's buffers, which the
+        # pairs of two boxes or robot meshes on planes: their rows in the routine's buffers, which the
         # call reads and keeps nothing of where it returns no layout and asks no warm start (copies where
         # it does); else (and where the routine declines) the general road's, looked up as fused_step does
-        # (pairs of two boxes where it keeps nothing: the four calls that find their rows run in the call,
-        # box_box_found's stages, this thread's bound here once)
+        # (where it keeps nothing: the calls that find their rows run in the call, box_box_stages' or
+        # plane_stages' stages, this thread's bound here once)
         keep = bool(more) or callable(warm_start)
-        if boxes and not keep:
+        if (boxes or planes) and not keep:
             kept = held.get(get_ident())
             if kept is None:
-                kept = box_box_stages(scene, mixed, box_box_poses)
+                kept = box_box_stages(scene, mixed, box_box_poses) if boxes else plane_stages(scene, mixed, q, v)
                 if kept is not None:
                     held[get_ident()] = kept
             if kept:
