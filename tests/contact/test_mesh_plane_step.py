@@ -83,7 +83,7 @@ def test_talos_with_a_sole_on_a_box_has_the_general_roads_candidates(talos, monk
     """talos standing with its left sole 2 mm into a world box on the floor (a mesh on a box beside the meshes
     on the floor and the kernel's pairs): at its pose and at five more velocities the candidates and their
     look-ahead are the general road's byte for byte, the mesh-box pair's rows among them; without the other
-    pairs' rows (``rest``) the road declines."""
+    pairs' rows (``rest``) the road declines, and there are no stages of the step's call."""
     model = talos
     q, v = _pose(model, _talos_scene(model), "standing")
     R, p = sd.geometry_placements(model, q, "collision")
@@ -106,6 +106,7 @@ def test_talos_with_a_sole_on_a_box_has_the_general_roads_candidates(talos, monk
             assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
             assert np.isfinite(got[0][on_box, 0]).sum() >= 3
         assert mesh_plane_step.plane_step_rows(scene, mixed, q, v, DT) is None
+        assert mesh_plane_step.plane_stages(scene, mixed, q, v) is False     # (rows from Python: no stages)
 
 
 def _counted(monkeypatch, module, name, count):

@@ -201,19 +201,21 @@ def step_candidates(scene, plan, dt):
         return None
     nq, nv, ahead = (model.nq,), (model.nv,), float(dt)
     planes = _meshes_on_planes(mixed)
-    staged = [None]                                # (plane_stages' found, once made: the same each step)
+    staged = []                                    # plane_stages' (found, md, last) once made (False: never)
 
     def candidates(q, v):
         if not (q.dtype is _F64 and v.dtype is _F64 and q.shape == nq and v.shape == nv):
             return None
-        if staged[0] is None and planes:
+        if planes and not staged:
             kept = plane_stages(scene, mixed, q, v)
-            if kept:
-                found, md, last = kept
-                md[1] = last[0] = ahead
-                staged[0] = found
-        # (robot meshes on planes: found in the step's call, in buffers it reads and keeps nothing of)
-        return staged[0] or planes and plane_step_rows(scene, mixed, q, v, ahead, False) or \
+            if kept is not None:
+                staged.append(kept)
+        # robot meshes on planes: found in the step's call, in buffers it reads and keeps nothing of
+        if staged and staged[0]:
+            found, md, last = staged[0]
+            md[1] = last[0] = ahead                # (the rollout's dt, which the routine reads)
+            return found
+        return planes and plane_step_rows(scene, mixed, q, v, ahead, False) or \
             scene_data._mixed_candidates(scene, mixed, q, None, (v, ahead))
     return candidates
 
