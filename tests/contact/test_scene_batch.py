@@ -5,6 +5,8 @@ closed forms), the layout grows as the single steps of the states would grow it,
 equals the single steps (the existing batch test runs a scene with a pair for coal, which takes the
 road of Contact objects)."""
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
@@ -227,7 +229,7 @@ def test_an_even_batch_is_laid_out_and_split_as_the_same_states_among_others(fra
         ones = [sd.contact_step(model, np.array(Q[i]), np.array(V[i]), tau, scene, DT) for i in range(len(Q))]
     assert runs_per_body(scene) and even.even == 4 and mixed.even == -1
     assert even.frames == mixed.frames and even.data.tobytes() == mixed.data[len(BOX_Q):].tobytes()
-    assert type(batch.impulses) is list and [len(x) for x in batch.impulses] == [4, 4, 4]
+    assert isinstance(batch.impulses, Sequence) and [len(x) for x in batch.impulses] == [4, 4, 4]
     n = len(BOX_Q)
     for i, one in enumerate([sd.ContactStep(among.q[n + k], among.v[n + k], among.impulses[n + k],
                                             among.modes[n + k], None, among.iterations[n + k]) for k in range(3)]
@@ -518,7 +520,7 @@ def test_a_batch_in_data_slots_gives_each_state_its_single_steps_contacts_and_wa
                                          previous=scene_step_module.batch_previous(found, batch.impulses))
             nxt = [scene_step_module.scene_step(step, model, s.q, s.v, tau, scene, DT, **_options({}, None),
                                                 previous=(f, s.impulses)) for s, f in ones]
-        assert not runs_per_body(scene) and type(batch.impulses) is list and len(found) == len(Q)
+        assert not runs_per_body(scene) and isinstance(batch.impulses, Sequence) and len(found) == len(Q)
         for b, (one, f) in enumerate(ones):
             assert batch.impulses[b].tobytes() == one.impulses.tobytes()
             assert found[b].pair.tolist() == f.pair.tolist()

@@ -298,7 +298,7 @@ def test_a_batch_in_a_scene_takes_its_own_impulses_as_a_warm_start_and_refuses_o
         for warm in (cold.impulses, np.stack(cold.impulses), [x.tolist() for x in cold.impulses]):
             s = sd.contact_step(scene.model, Q, np.zeros(6), np.zeros(6), scene, DT, warm_start=warm)
             assert s.iterations.tolist() == [0, 0] and np.array_equal(s.v, cold.v)
-        bad = [(cold.impulses * 3, r"a batch of 2 states takes warm_start .* got list of length 6"),
+        bad = [(list(cold.impulses) * 3, r"a batch of 2 states takes warm_start .* got list of length 6"),
                (0.5, "got float$"), ([np.zeros((4, 2))] * 2, r"state 0's impulses .* got shape \(4, 2\)$"),
                ([cold.impulses[0], np.full((4, 3), np.nan)], r"state 1's impulses .* got shape \(4, 3\), not finite")]
         for warm, message in bad:

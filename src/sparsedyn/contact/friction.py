@@ -204,8 +204,8 @@ def contact_step(model, q, v, tau, contacts, dt, *, tol=1e-8, max_iterations=Non
     the impulse acts on the pair's first shape and the opposite one on the second)
     (:mod:`~sparsedyn.contact.scene_step`; on the default road: a new build per count of data slots, or where
     one robot body alone can touch, when it outgrows its contact slots).  ``q`` is then one state (nq,) or
-    a batch (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then lists, one
-    array per state, and ``warm_start`` a list of each state's impulses).
+    a batch (B, nq) (one call of the step for the batch; ``impulses`` and ``modes`` are then sequences of
+    one array per state, each made when read, and ``warm_start`` a list of each state's impulses).
     """
     if passive is not False:                      # (implicit dampers: a model of its own, its scene)
         model, tau, contacts = passive_inputs("contact_step", model, q, v, tau, contacts, dt, passive)
@@ -444,7 +444,7 @@ def rollout(model, q0, v0, tau_or_controller, contacts, dt, steps, **options):
     With a list of contacts, only their points touch the ground (the rest of the robot passes through
     it); a :class:`~sparsedyn.Scene` finds the contacts from the collision shapes at every step, so
     ``impulses`` and ``modes`` are then lists, one array (nc_k, 3) and (nc_k,) per step (for a batch of
-    initial states (B, nq), a list of B of them per step), and each step starts from the impulses of
+    initial states (B, nq), a sequence of B of them per step), and each step starts from the impulses of
     the contacts that persist from the step before (the same pair of shapes, the point moved by less
     than :data:`~sparsedyn.contact.scene_step.WARM_RADIUS`).  The joints' limits bound nothing here.
     """

@@ -53,11 +53,13 @@ def _ranks(group, nk):
     new[:1] = True
     np.not_equal(g[1:], g[:-1], out=new[1:])
     starts = np.flatnonzero(new)
-    run = np.cumsum(new) - 1                               # each sorted element's run (group)
+    bounds = np.empty(len(starts) + 1, int)
+    bounds[:-1], bounds[-1] = starts, len(g)
+    sizes = bounds[1:] - bounds[:-1]
     rank = np.empty(len(g), int)
-    rank[order] = np.arange(len(g)) - starts[run]
+    rank[order] = np.arange(len(g)) - np.repeat(starts, sizes)      # (each sorted element's group's start)
     most = np.zeros(nk, int)
-    np.maximum.at(most, g[starts] % nk, np.diff(np.append(starts, len(g))))
+    np.maximum.at(most, g[starts] % nk, sizes)
     return rank, most
 
 
@@ -129,10 +131,12 @@ class BatchContacts:
     @property
     def data(self):
         if self._data is None:
-            data, c = np.repeat(self._free[None], len(self.counts), 0), self.even
-            if c >= 0:
-                data[:, :c] = self.rows.reshape(len(data), c, 8)
+            c, free = self.even, self._free
+            if c >= 0:                                         # (each state's first c slots filled, the rest free)
+                data = np.empty((len(self.counts),) + free.shape)
+                data[:, :c], data[:, c:] = self.rows.reshape(len(data), c, 8), free[c:]
             else:
+                data = np.repeat(free[None], len(self.counts), 0)
                 data[self._b, self.slot] = self.rows
             self._data = data
         return self._data

@@ -56,6 +56,7 @@ from .data_slots import batch_slots, runs_per_body, step_slots
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, turned_impulses
 from .scene_batch import batch_contacts, batch_warm_start
 from .look_ahead import pair_cutoffs, step_hits
+from .per_state import PerState, contact_places, even_count
 from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step", "step_in_scene", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
@@ -310,7 +311,8 @@ def scene_step(step, model, q, v, tau, scene, dt, *, previous=None, hits=None, w
     ``q`` (nq,): one state; (B, nq): a batch (``v``, ``tau`` (B, nv) or (nv,)), its contacts found for
     each state and laid out in one layout (the union of their slots), so the batch is one call of the
     step (the native kernel runs it on the batch runtime's threads); its ``impulses`` and ``modes``
-    are then lists, one array (nc_b, 3) and (nc_b,) per state, and ``contacts`` a sequence per state.
+    are then sequences (:class:`~sparsedyn.contact.per_state.PerState`) of one array (nc_b, 3) and
+    (nc_b,) per state, and ``contacts`` a sequence per state.
     ``previous``: the ``(contacts, impulses)`` of the step before (for a batch, :func:`batch_previous`
     of them, which on the kernel's road warm-starts all states at once): the
     step starts from them where a contact persists (:func:`matched_warm_start`); else a
@@ -433,8 +435,8 @@ class _FoundBatch(Sequence):
                              lambda: laid.rows[i:j, 1:])
 
     def at(self):
-        """``(state, slot)`` (n,) of every contact in order."""
-        return np.repeat(np.arange(len(self)), self.laid.counts), self.slot
+        """``(state, slot)`` (n,) of every contact in order (its per-body slot)."""
+        return contact_places(self.laid, True)
 
     def flat(self):
         """``(state, pair, points, planes)`` of every contact in order (:func:`batch_warm_start`)."""
@@ -520,16 +522,15 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
         return _batch_step_of_contacts(step, model, q, v, tau, scene, dt, previous, options)
     contacts = _FoundBatch(laid)
     given = options.pop("warm_start", None)
-    state = np.repeat(np.arange(B), laid.counts)
-    if laid.laid is not None:                     # data slots: each state's contacts in its first slots, in order
-        slots = laid.laid
-        slot = np.arange(len(state)) - np.repeat(laid.ends[:-1], laid.counts)
-    else:                                         # per-body slots
-        slots, slot = ContactSlots(laid.frames, None, laid.data), laid.slot
+    per_body = laid.laid is None                  # (else data slots: each state's contacts first, in order)
+    slots = ContactSlots(laid.frames, None, laid.data) if per_body else laid.laid
     ns = len(slots.frames)
     warm = np.zeros((B, ns, 3))
+    if whole or previous is not None or given is not None:
+        state, slot = contact_places(laid, per_body)
     if whole:                                     # all states' warm start at once
-        imp = np.concatenate(previous.impulses) if B else np.zeros((0, 3))      # each (nc_b, 3)
+        imp = previous.impulses
+        imp = imp.rows() if isinstance(imp, PerState) else np.concatenate(imp) if B else np.zeros((0, 3))
         warm[state, slot] = batch_warm_start(previous.found.flat(), imp, contacts.flat(), WARM_RADIUS)
     elif previous is not None or given is not None:
         ends = contacts.ends
@@ -542,24 +543,10 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     out = step(model, q, v, tau, (None,) * ns, slots, dt, warm_start=warm, **options)
     if out.impulses.shape[-2] != ns:              # (the free step has no slot)
         return out, contacts
-    return out._replace(impulses=_per_state(out.impulses, state, slot, laid),
-                        modes=_per_state(out.modes, state, slot, laid)), contacts
-
-
-def _per_state(x, state, slot, laid):
-    """A list of each state's rows of its contacts, in order, of the step's ``x`` (B, ns, ...) in
-    slots (contact ``i`` of state ``state[i]`` in slot ``slot[i]``); where every state has as many
-    contacts filling its first slots in order (the scene's data slots; a body's own slots), views of
-    ``x`` made at once."""
-    counts = laid.counts
-    if slot is laid.slot:                         # per-body slots
-        c = laid.even
-    else:                                         # data slots: each state's in its first slots, in order
-        c = int(counts[0]) if len(counts) and (counts == counts[0]).all() else -1
-    if c >= 0:
-        return list(x[:, :c])
-    x, ends = x[state, slot], laid.ends.tolist()
-    return [x[ends[b]:ends[b + 1]] for b in range(len(counts))]
+    c = even_count(laid, per_body)
+    slot = None if c >= 0 else contact_places(laid, per_body)[1]
+    return out._replace(impulses=PerState(out.impulses, c, slot, contacts.ends),
+                        modes=PerState(out.modes, c, slot, contacts.ends)), contacts
 
 
 def _batch_step_of_contacts(step, model, q, v, tau, scene, dt, previous, options):
