@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact.per_state import PerState
+from sparsedyn.contact.per_state import PerState, concatenated
 from test_scene import DT, SIDE, box_model
 
 
@@ -52,3 +52,11 @@ def test_a_batch_of_boxes_gives_each_state_its_single_steps_impulses_and_modes()
     assert [len(x) for x in batch.impulses] == [4, 2, 0] and len(batch.modes) == 3
     for b, one in enumerate(ones):
         assert np.array_equal(batch.impulses[b], one.impulses) and list(batch.modes[b]) == list(one.modes)
+
+
+def test_concatenated_rows_of_a_sequence_or_its_own():
+    x, slot, ends = _slots()
+    s = PerState(x, -1, slot, ends)
+    assert np.array_equal(concatenated(s, (3,)), s.rows())
+    assert concatenated([[1.0, 2, 3], np.zeros((0, 3)), [[4, 5, 6]]], (3,)).tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert concatenated([np.array(["stick"]), np.array(["open", "slide"])]).tolist() == ["stick", "open", "slide"]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["PerState", "even_count", "contact_places"]
+__all__ = ["PerState", "concatenated", "even_count", "contact_places"]
 
 
 class PerState(Sequence):
@@ -39,7 +39,7 @@ class PerState(Sequence):
         return self._x[b, self._slot[self._ends[b]:self._ends[b + 1]]]
 
     def __repr__(self):
-        return f"PerState({len(self)} states)"
+        return f"PerState({list(self)!r})"
 
     def rows(self):
         """All states' rows in order, state by state (n, ...): what concatenating the states' arrays gives."""
@@ -48,6 +48,14 @@ class PerState(Sequence):
             return x[:, :c].reshape((-1,) + x.shape[2:])
         counts = np.diff(self._ends)
         return x[np.repeat(np.arange(len(x)), counts), self._slot]
+
+
+def concatenated(states, shape=()):
+    """All states' rows in order, state by state, (n,) + ``shape``: a :class:`PerState`'s :meth:`~PerState.rows`,
+    else the arrays of the sequence ``states``, each reshaped to (-1,) + ``shape``, concatenated."""
+    if isinstance(states, PerState):
+        return states.rows()
+    return np.concatenate([np.reshape(x, (-1,) + shape) for x in states])
 
 
 def even_count(laid, per_body):

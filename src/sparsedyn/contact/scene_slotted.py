@@ -16,6 +16,7 @@ from .friction import StepArrays, _options, _result, _slotted_step, _step_settin
 from .friction_problem import DATA_SLOT
 from .lazy_modes import MODE_NAMES, mode_codes
 from .look_ahead import pair_cutoffs, step_hits
+from .per_state import concatenated
 from .scene_fused import fused_step
 from .slot_modes_native import fused_slotted
 from .scene_base import remembered
@@ -129,7 +130,8 @@ def batch_slots(scene, found, impulses, modes, correction, in_data):
     """The :class:`Slotted` of a batch's step whose contacts the collision kernel laid out (``found``: the
     step's ``_FoundBatch`` of :mod:`~sparsedyn.contact.scene_step`, in a scene whose slot shapes are
     their pairs' own: no pair of boxes, no ellipsoid or cylinder on a face), their ``impulses`` and
-    ``modes`` (one array per state) and the kernel's position correction impulses ``correction`` (B,
+    ``modes`` (one array per state: a :class:`~sparsedyn.contact.per_state.PerState`, or any sequence) and the
+    kernel's position correction impulses ``correction`` (B,
     ...) (in the step's slots; ``in_data``:
     the scene's data slots, a state's contact ``k`` in slot ``k``): every state's contacts placed at
     once, with no loop over the states (each state's as :func:`one_state_slots` lays it out)."""
@@ -142,8 +144,7 @@ def batch_slots(scene, found, impulses, modes, correction, in_data):
     lam, held, corr = np.zeros((B, ns, 3)), np.full((B, ns), "open", dtype="<U5"), np.zeros((B, ns))
     if len(slot):
         shapes[st, slot] = _kind_table(scene)[0][laid.pair, 1:]
-        lam[st, slot] = np.concatenate([np.reshape(x, (-1, 3)) for x in impulses])
-        held[st, slot] = np.concatenate([np.asarray(x) for x in modes])
+        lam[st, slot], held[st, slot] = concatenated(impulses, (3,)), concatenated(modes)
         corr[st, slot] = correction[st, np.arange(len(slot)) - laid.ends[st]] if in_data else correction[st, slot]
     return Slotted(frames, data, shapes, data[:, :, 0], lam, held, corr, slot_kinds(scene, frames))
 

@@ -56,7 +56,7 @@ from .data_slots import batch_slots, runs_per_body, step_slots
 from .friction_problem import BodyContact, ContactSlots, contact_slots, fill_slots, turned_impulses
 from .scene_batch import batch_contacts, batch_warm_start
 from .look_ahead import pair_cutoffs, step_hits
-from .per_state import PerState, contact_places, even_count
+from .per_state import PerState, concatenated, contact_places, even_count
 from .scene_data import scene_slot_data
 
 __all__ = ["scene_contacts", "scene_slots", "scene_step", "step_in_scene", "matched_warm_start", "FoundContacts", "WARM_RADIUS",
@@ -529,8 +529,7 @@ def _batch_step(step, model, q, v, tau, scene, dt, previous, options):
     if whole or previous is not None or given is not None:
         state, slot = contact_places(laid, per_body)
     if whole:                                     # all states' warm start at once
-        imp = previous.impulses
-        imp = imp.rows() if isinstance(imp, PerState) else np.concatenate(imp) if B else np.zeros((0, 3))
+        imp = concatenated(previous.impulses, (3,)) if B else np.zeros((0, 3))
         warm[state, slot] = batch_warm_start(previous.found.flat(), imp, contacts.flat(), WARM_RADIUS)
     elif previous is not None or given is not None:
         ends = contacts.ends
