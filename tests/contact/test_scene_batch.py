@@ -372,28 +372,58 @@ def test_batch_warm_start_by_hand_takes_the_nearest_not_taken():
 
 def test_batch_warm_start_equals_the_single_matching_state_by_state(monkeypatch):
     """Random states (0 to 5 contacts before and now, two pairs, points within about a radius so that
-    contacts compete for the same one before, random planes): the batch's warm start equals
-    matched_warm_start state by state, to the rounding of two 3 x 3 rotations of the impulse; states
-    where two contacts have the same nearest one before were met (and matched in order)."""
+    contacts compete for the same one before; random planes, or in every other state one floor before and
+    now): the batch's warm start equals matched_warm_start state by state, to the bit (the same distances,
+    the impulses turned by the same sums where a state's normals turn, kept where they stay); states where
+    two contacts have the same nearest one before were met (and matched in order)."""
     from sparsedyn.contact import scene_batch
     from sparsedyn.contact.scene_step import WARM_RADIUS, matched_warm_start
     greedy, in_order = [], scene_batch._greedy
     monkeypatch.setattr(scene_batch, "_greedy", lambda *a: greedy.append(1) or in_order(*a))
     rng = np.random.default_rng(3)
     before, now, lam = [], [], []
-    for _ in range(100):
+    for b in range(100):
         for out in (before, now):
             n = int(rng.integers(0, 6))
             normals = rng.normal(size=(n, 3))
             normals /= np.linalg.norm(normals, axis=1, keepdims=True)
-            out.append(_found(rng.integers(0, 2, n), WARM_RADIUS * rng.random((n, 3)),
-                              np.c_[normals, rng.normal(size=n)]))
+            planes = np.c_[normals, rng.normal(size=n)] if b % 2 else np.tile([0.0, 0.0, 1.0, 0.0], (n, 1))
+            out.append(_found(rng.integers(0, 2, n), WARM_RADIUS * rng.random((n, 3)), planes))
         lam.append(rng.normal(size=(len(before[-1]), 3)))
     got = scene_batch.batch_warm_start(_flat(before), np.concatenate(lam), _flat(now), WARM_RADIUS)
     want = np.concatenate([matched_warm_start(b, x, c) for b, x, c in zip(before, lam, now)])
-    assert np.abs(got - want).max() <= rounding_bound(9) * np.abs(np.concatenate(lam)).max()
+    assert np.array_equal(got, want)                        # (the same sums, the same frames)
     assert np.count_nonzero(want.any(axis=1)) >= 100 and len(greedy) >= 5
 
+
+
+def test_batch_warm_start_keeps_the_states_whose_contacts_persist():
+    """As many contacts in each state before and now (the batch's rows aligned state by state): the states
+    whose pairs, points and planes are those before (a box resting on the floor) keep their impulses, the
+    others (a point moved, a normal turned, a pair changed) are matched; all equal matched_warm_start state
+    by state, to the bit."""
+    from sparsedyn.contact import scene_batch
+    from sparsedyn.contact.scene_step import WARM_RADIUS, matched_warm_start
+    rng = np.random.default_rng(8)
+    before, now, lam = [], [], []
+    for b in range(60):
+        n = int(rng.integers(1, 5))
+        planes = np.tile([0.0, 0.0, 1.0, 0.0], (n, 1))
+        pair, points = rng.integers(0, 2, n), WARM_RADIUS * rng.random((n, 3))
+        before.append(_found(pair, points, planes))
+        lam.append(rng.normal(size=(n, 3)))
+        moved, turned, other = points.copy(), planes.copy(), pair.copy()
+        k = b % 4                                           # 0: persists; 1: a point moves; 2: turns; 3: a pair
+        moved[-1] += WARM_RADIUS * (0.3 if k == 1 else 0.0)
+        turned[-1, :3] = [0.6, 0.0, 0.8] if k == 2 else turned[-1, :3]
+        other[-1] = 2 if k == 3 else other[-1]
+        now.append(_found(other, moved, turned))
+    got = scene_batch.batch_warm_start(_flat(before), np.concatenate(lam), _flat(now), WARM_RADIUS)
+    want = np.concatenate([matched_warm_start(b, x, c) for b, x, c in zip(before, lam, now)])
+    ends = np.cumsum([0] + [len(x) for x in lam])
+    assert np.array_equal(got, want)
+    assert all(np.array_equal(got[ends[b]:ends[b + 1]], lam[b]) for b in range(0, 60, 4))
+    assert all(not np.array_equal(got[ends[b]:ends[b + 1]], lam[b]) for b in range(3, 60, 4))
 
 def test_bad_batches_are_refused_naming_the_argument():
     """A batch with a NaN position or velocity, a quaternion off the unit sphere, or a ``previous`` of

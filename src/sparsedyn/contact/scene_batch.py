@@ -23,7 +23,7 @@ import numpy as np
 
 from ..kernels import use_backend
 from .collision_near import NEAR_COLUMNS
-from .friction_problem import ContactSlots, plane_basis
+from .friction_problem import ContactSlots, turned_impulses
 from .look_ahead import STEP_CAPACITY, capacity_mask
 from .data_slots import data_slots_of_rows
 from .scene_data import (SLOT_COLUMNS, _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, ahead_candidates,
@@ -220,11 +220,18 @@ def scene_batch_slot_data(scene, Q, cutoff=None, ahead=None, data_slots=False):
 
 
 def _nearest(rows, cols, d):
-    """Per row of the candidate matches ``(rows, cols, d)``: the first of its nearest (the lowest
-    ``col`` among equal distances), as ``(rows, cols, d)`` of the rows that have candidates."""
-    order = np.lexsort((cols, d, rows))
-    rows, cols, d = rows[order], cols[order], d[order]
-    first = np.r_[True, rows[1:] != rows[:-1]] if len(rows) else np.zeros(0, bool)
+    """Per row of the candidate matches ``(rows, cols, d)`` (``rows`` ascending, each row's ``cols``
+    ascending): the first of its nearest (the lowest ``col`` among equal distances), as ``(rows, cols, d)``
+    of the rows that have candidates at a distance that is a number."""
+    if not len(rows):
+        return rows, cols, d
+    new = np.empty(len(rows), bool)
+    new[0] = True
+    np.not_equal(rows[1:], rows[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    sizes = np.diff(starts, append=len(rows))
+    at = np.flatnonzero(d == np.repeat(np.fmin.reduceat(d, starts), sizes))     # (each row's nearest: the first)
+    first = at[np.r_[True, rows[at[1:]] != rows[at[:-1]]]]
     return rows[first], cols[first], d[first]
 
 
@@ -248,11 +255,30 @@ def batch_warm_start(before, impulses, now, radius):
     at once.  ``before``, ``now``: ``(state, pair, points, planes)`` of the contacts of a batch in order
     (their state (n,), scene pair (n,), point (n, 3) in their body's slot frame and plane (n, 4)).
     Where two contacts of a state have the same nearest contact before, that state is matched in
-    order as the single step matches it (the first takes it)."""
+    order as the single step matches it (the first takes it).  A state whose contacts are those before,
+    pair, point and plane (a box resting or sliding on a floor: its corners), keeps their impulses."""
+    (s0, l0, p0, planes0), (s1, l1, p1, planes1) = before, now
+    lam = np.asarray(impulses, float).reshape(-1, 3)
+    if not len(s0) or not len(s1):
+        return np.zeros((len(s1), 3))
+    if len(s0) == len(s1) and (s0 == s1).all():            # as many contacts in each state: row by row
+        moved = np.zeros(int(s1.max()) + 1, bool)
+        moved[s1[(l0 != l1) | (p0 != p1).any(1) | (planes0 != planes1).any(1)]] = True
+        rest = moved[s1]                                    # (each contact of the others its own nearest)
+        if rest.any():
+            out = lam.copy()
+            out[rest] = _matched((s0[rest], l0[rest], p0[rest], planes0[rest]), lam[rest],
+                                 (s1[rest], l1[rest], p1[rest], planes1[rest]), radius)
+            return out
+        return lam.copy()
+    return _matched(before, lam, now, radius)
+
+
+def _matched(before, lam, now, radius):
+    """:func:`batch_warm_start` of the contacts ``before`` and ``now`` (none empty), ``lam`` (n0, 3) the impulses
+    before, by the single step's matching."""
     (s0, l0, p0, planes0), (s1, l1, p1, planes1) = before, now
     out = np.zeros((len(s1), 3))
-    if not len(s0) or not len(s1):
-        return out
     width = int(max(l0.max(), l1.max())) + 1
     key0, key1 = s0 * width + l0, s1 * width + l1           # a match is within one state and one pair
     order = np.argsort(key0, kind="stable")
@@ -260,7 +286,8 @@ def batch_warm_start(before, impulses, now, radius):
     count = np.searchsorted(key0[order], key1, "right") - lo
     rows = np.repeat(np.arange(len(s1)), count)
     cols = order[np.repeat(lo, count) + np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)]
-    d = np.linalg.norm(p1[rows] - p0[cols], axis=-1)
+    gap = [p1[:, k].take(rows) - p0[:, k].take(cols) for k in range(3)]
+    d = np.sqrt((gap[0] * gap[0] + gap[1] * gap[1]) + gap[2] * gap[2])       # (the single matching's sums)
     i, j, dij = _nearest(rows, cols, d)
     keep = dij <= radius
     i, j = i[keep], j[keep]
@@ -274,8 +301,11 @@ def batch_warm_start(before, impulses, now, radius):
             got = _greedy(rows[at], cols[at], d[at], radius)
             pairs.append((np.array([a for a, _ in got], int), np.array([b for _, b in got], int)))
         i, j = (np.concatenate(x) for x in zip(*pairs))
-    if len(i):
-        R1, R0 = plane_basis(planes1[i])[0], plane_basis(planes0[j])[0]
-        lam = np.asarray(impulses, float).reshape(-1, 3)[j, :, None]
-        out[i] = (np.swapaxes(R1, -1, -2) @ (R0 @ lam))[..., 0]           # R1^T R0 lambda
+    if len(i):                                              # as the single matching: a state whose normals
+        turns = np.zeros(int(s1.max()) + 1, bool)
+        turns[s1[i[(planes1[i, :3] != planes0[j, :3]).any(1)]]] = True
+        t = turns[s1[i]]
+        out[i[~t]] = lam[j[~t]]                             # stay (a floor) keeps its frames, else all turn
+        if t.any():
+            out[i[t]] = turned_impulses(planes1[i[t]], planes0[j[t]], lam[j[t]])
     return out
