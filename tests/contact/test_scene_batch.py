@@ -13,6 +13,7 @@ import pytest
 import sparsedyn as sd
 from conftest import rounding_bound
 from sparsedyn.codegen import native, runtime
+from sparsedyn.contact import scene_batch
 from sparsedyn.contact import scene_step as scene_step_module
 from sparsedyn.contact.friction import _options, _slotted_step
 from sparsedyn.contact.friction_problem import ContactSlots
@@ -120,28 +121,33 @@ def test_batch_slot_data_are_each_states_slots_from_contact_objects(which):
 
 
 def test_a_batch_of_mesh_states_is_laid_out_as_each_single_step(monkeypatch):
-    """The mesh prism over a box and a floor (its rows from its hull's vertices in NumPy), 12 states
-    moving (each pair's look-ahead and the patches' allowances from the state's own velocity): all
-    states' mesh-plane patches in one call, and each state's contacts, pairs and slots those its
-    single step lays out (``scene_slot_data`` with the step's look-ahead), their data to rounding
-    (one product of the heights for all states instead of one per state)."""
+    """The mesh prism over a box and a floor, 12 states moving (each pair's look-ahead and the patches'
+    allowances from the state's own velocity): each state's rows found by its single step's native routine
+    (no patch in NumPy; where that road declines, all states' patches in one call), and each state's contacts,
+    pairs and slots those its single step lays out (``scene_slot_data`` with the step's look-ahead), their data
+    to rounding (the per-body rows turned into the slot frames for all states at once)."""
     from sparsedyn.contact import scene_data
     scene, Q = _mesh_scene_and_states()
     V = np.random.default_rng(4).normal(scale=0.3, size=(len(Q), 6))
     calls, patches = [], scene_data.mesh_plane_patches
-    with sd.use_backend("native", deterministic=True):
-        with monkeypatch.context() as m:
-            m.setattr(scene_data, "mesh_plane_patches", lambda *a, **k: calls.append(1) or patches(*a, **k))
-            pair, slot, ends, slots = scene_batch_slot_data(scene, np.array(Q), None, (V, DT))
-        assert len(calls) == 1
-        for b, q in enumerate(Q):
-            want_pair, want = scene_slot_data(scene, np.array(q), ahead=(V[b], DT))
-            assert want.frames == slots.frames
-            assert pair[ends[b]:ends[b + 1]].tolist() == want_pair.tolist()
-            assert slot[ends[b]:ends[b + 1]].tolist() == (np.arange(len(want_pair)) if want.index is None
-                                                          else want.index).tolist()
-            assert np.abs(slots.data[b] - want.data).max() <= _bound(want.data[:, :4], want.data[:, 4:7])
-    assert len(pair) >= 12 and len(set(np.diff(ends).tolist())) >= 3
+    for each, many in ((True, 0), (False, 1)):
+        calls.clear()
+        with sd.use_backend("native", deterministic=True):
+            with monkeypatch.context() as m:
+                m.setattr(scene_data, "mesh_plane_patches", lambda *a, **k: calls.append(1) or patches(*a, **k))
+                if not each:                                # (the batch's own road: all states at once)
+                    m.setattr(scene_batch, "_each_state", lambda *a: None)
+                pair, slot, ends, slots = scene_batch_slot_data(scene, np.array(Q), None, (V, DT))
+            assert len(calls) == many
+        with sd.use_backend("native", deterministic=True):
+            for b, q in enumerate(Q):
+                want_pair, want = scene_slot_data(scene, np.array(q), ahead=(V[b], DT))
+                assert want.frames == slots.frames
+                assert pair[ends[b]:ends[b + 1]].tolist() == want_pair.tolist()
+                assert slot[ends[b]:ends[b + 1]].tolist() == (np.arange(len(want_pair)) if want.index is None
+                                                              else want.index).tolist()
+                assert np.abs(slots.data[b] - want.data).max() <= _bound(want.data[:, :4], want.data[:, 4:7])
+        assert len(pair) >= 12 and len(set(np.diff(ends).tolist())) >= 3
 
 
 def test_the_batch_grows_the_layout_as_the_single_steps_of_its_states():
@@ -376,7 +382,6 @@ def test_batch_warm_start_equals_the_single_matching_state_by_state(monkeypatch)
     now): the batch's warm start equals matched_warm_start state by state, to the bit (the same distances,
     the impulses turned by the same sums where a state's normals turn, kept where they stay); states where
     two contacts have the same nearest one before were met (and matched in order)."""
-    from sparsedyn.contact import scene_batch
     from sparsedyn.contact.scene_step import WARM_RADIUS, matched_warm_start
     greedy, in_order = [], scene_batch._greedy
     monkeypatch.setattr(scene_batch, "_greedy", lambda *a: greedy.append(1) or in_order(*a))
@@ -402,7 +407,6 @@ def test_batch_warm_start_keeps_the_states_whose_contacts_persist():
     whose pairs, points and planes are those before (a box resting on the floor) keep their impulses, the
     others (a point moved, a normal turned, a pair changed) are matched; all equal matched_warm_start state
     by state, to the bit."""
-    from sparsedyn.contact import scene_batch
     from sparsedyn.contact.scene_step import WARM_RADIUS, matched_warm_start
     rng = np.random.default_rng(8)
     before, now, lam = [], [], []

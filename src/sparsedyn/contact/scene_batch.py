@@ -75,7 +75,9 @@ def _candidates(scene, kp, Q, cutoff, ahead):
             return np.zeros((0, K, NEAR_COLUMNS)), np.zeros((0, K))
         q = np.asarray(Q, float)
         if ahead is not None:
-            return _mixed_candidates(scene, kp, q, None, (np.broadcast_to(ahead[0], (B, scene.model.nv)), ahead[1]))
+            V = np.broadcast_to(ahead[0], (B, scene.model.nv))
+            got = _each_state(scene, kp, q, V, ahead[1])
+            return got if got is not None else _mixed_candidates(scene, kp, q, None, (V, ahead[1]))
         return _mixed_candidates(scene, kp, q, None if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index))),
                                  None)
     if ahead is not None:
@@ -84,6 +86,21 @@ def _candidates(scene, kp, Q, cutoff, ahead):
     c = near_candidates(scene, kp, Q, cutoff).reshape(B, K, NEAR_COLUMNS)   # far pairs: [b > cutoff, 0, ...]
     within = scene.margin if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))[:, kp.pair]
     return c, within
+
+
+def _each_state(scene, mixed, Q, V, dt):
+    """``(c (B, K, 11), within (B, K))`` of the plan ``mixed`` of robot meshes on world planes or pairs of two boxes
+    at the states ``Q`` (B, nq) and velocities ``V`` (B, nv) for a step of ``dt``: each state's as its single step
+    finds them (its native routines, which the general road runs in NumPy for all states at once), stacked; None
+    where the plan has neither, on the NumPy road, or where a state's candidates are not a row table of the others'
+    shape."""
+    if use_backend.current() == "numpy" or (mixed.mesh is None and mixed.bb is None):
+        return None
+    Q, V = np.ascontiguousarray(Q, float), np.ascontiguousarray(V, float)
+    got = [_mixed_candidates(scene, mixed, q, None, (v, dt)) for q, v in zip(Q, V)]
+    if any(x is None for x in got) or len({(x[0].shape, x[1].shape) for x in got}) != 1:
+        return None
+    return np.stack([x[0] for x in got]), np.stack([x[1] for x in got])
 
 
 class BatchContacts:
