@@ -566,3 +566,21 @@ def test_a_batch_in_data_slots_gives_each_state_its_single_steps_contacts_and_wa
         counts = [len(x) for x in batch.impulses]
         assert counts == [len(f) for _, f in ones] and counts in ([5, 1, 4, 0], [5] * 3)
         assert sum(np.abs(w).max(initial=0.0) > 0 for w in warm[1:]) >= 1     # a contact persisted
+
+
+def test_a_batch_rollout_of_a_mesh_on_a_floor_is_each_states_own_rollout_to_the_bit():
+    """A mesh prism dropped on a floor (a robot's mesh feet): a rollout of four states in one batch equals each
+    state's own rollout bit for bit (states, impulses, iterations): each step of the batch finds each state's rows
+    by the single step's routine and warm-starts each state as the single step does."""
+    from test_reduction import prism_scene, random_poses
+    model, shapes = prism_scene().model, [sd.Shape("plane", name="floor")]
+    Q = np.array(list(random_poses(np.random.default_rng(2), 4, 0.3, (0.0, 0.06))))
+    V = np.random.default_rng(3).normal(scale=0.2, size=(4, model.nv))
+    with sd.use_backend("native", deterministic=True):
+        batch = sd.rollout(model, Q, V, np.zeros(model.nv), sd.Scene(model, world=shapes, friction=0.8), DT, 15)
+        for b in range(4):
+            one = sd.rollout(model, Q[b], V[b], np.zeros(model.nv), sd.Scene(model, world=shapes, friction=0.8), DT, 15)
+            assert np.array_equal(batch.q[:, b], one.q) and np.array_equal(batch.v[:, b], one.v)
+            assert np.array_equal(np.asarray(batch.iterations)[:, b], one.iterations)
+            assert all(np.array_equal(x[b], y) for x, y in zip(batch.impulses, one.impulses))
+    assert sum(len(x[b]) for x in batch.impulses for b in range(4)) >= 40      # (they touch)
