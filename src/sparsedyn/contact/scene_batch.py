@@ -97,10 +97,17 @@ def _each_state(scene, mixed, Q, V, dt):
     if use_backend.current() == "numpy" or (mixed.mesh is None and mixed.bb is None):
         return None
     Q, V = np.ascontiguousarray(Q, float), np.ascontiguousarray(V, float)
-    got = [_mixed_candidates(scene, mixed, q, None, (v, dt)) for q, v in zip(Q, V)]
-    if any(x is None for x in got) or len({(x[0].shape, x[1].shape) for x in got}) != 1:
-        return None
-    return np.stack([x[0] for x in got]), np.stack([x[1] for x in got])
+    c = within = None
+    for b, (q, v) in enumerate(zip(Q, V)):
+        one = _mixed_candidates(scene, mixed, q, None, (v, dt), fresh=False)      # (this thread's buffers)
+        if one is None:
+            return None
+        if c is None:
+            c, within = np.empty((len(Q),) + one[0].shape), np.empty((len(Q),) + one[1].shape)
+        elif one[0].shape != c.shape[1:] or one[1].shape != within.shape[1:]:
+            return None
+        c[b], within[b] = one
+    return c, within
 
 
 class BatchContacts:

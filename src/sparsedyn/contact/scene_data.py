@@ -369,7 +369,7 @@ def ahead_candidates(scene, kp, q, v, dt):
     return collision_candidates_ahead(model, q, v, kp.shapes, reach, look, kp.pairs)
 
 
-def _mixed_candidates(scene, mixed, q, cutoff, ahead):
+def _mixed_candidates(scene, mixed, q, cutoff, ahead, fresh=True):
     """``(rows, within)`` of a :class:`_Mixed` plan at ``q``: the kernel's candidates (as
     :func:`scene_slot_data` computes them) and the mesh-plane pairs' rows (:func:`mesh_plane_rows`),
     each with its pair's cutoff (K,) (``cutoff`` (P,), or ``ahead`` ``(v, dt)``: the look-ahead's,
@@ -377,11 +377,12 @@ def _mixed_candidates(scene, mixed, q, cutoff, ahead):
     rotation, :func:`~sparsedyn.contact.look_ahead.pair_spins`; neither: the margin).  A batch ``q``
     (B, nq) (``cutoff`` (B, P), ``v`` (B, nv) or (nv,)): (B, K, 11) and (B, K), the kernel's and the
     mesh-plane rows of all states at once (the mesh-box pairs' and coal's state by state).  None where a
-    pair of no rows (``mixed.others``) may touch."""
+    pair of no rows (``mixed.others``) may touch.  ``fresh`` False: a state's rows may be this thread's buffers.
+    """
     kp, mesh = mixed.kernel, mixed.mesh
-    got = cutoff is None and ahead is not None and (box_box_step_rows(scene, mixed, box_box_poses, q, *ahead) or
-                                                    plane_step_rows(scene, mixed, q, *ahead, rest=partial(
-                                                        _other_rows, scene, mixed, q, mesh=True)))
+    got = cutoff is None and ahead is not None and (
+        box_box_step_rows(scene, mixed, box_box_poses, q, *ahead, fresh) or
+        plane_step_rows(scene, mixed, q, *ahead, fresh, rest=partial(_other_rows, scene, mixed, q, mesh=True)))
     if got:                                 # (pairs of two boxes, or meshes on planes, beside the kernel's: bound once)
         return got
     spin = look = rows = None
