@@ -2,6 +2,8 @@
 when read, equal to the rows that the states' contacts occupy; and on the default road, a batch of boxes in a
 scene returns them as those of each state's single step."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -25,6 +27,7 @@ def test_uneven_states_read_the_slots_their_contacts_occupy():
     assert all(np.array_equal(a, b) for a, b in zip(s, want))
     assert np.array_equal(s[-1], want[2]) and [a.shape for a in s[1:]] == [(0, 3), (3, 3)]
     assert np.array_equal(s.rows(), np.concatenate(want)) and np.array_equal(np.concatenate(list(s)), s.rows())
+    assert all(np.array_equal(a, b) for a, b in zip(pickle.loads(pickle.dumps(s)), want))     # (to Dask's workers)
     for b in (3, -4):
         with pytest.raises(IndexError):
             s[b]
