@@ -50,7 +50,7 @@ def test_a_batch_of_boxes_gives_each_state_its_single_steps_impulses_and_modes()
                   [0.5, 0, SIDE / 2 * (np.cos(t) + np.sin(t)) - 1e-4, s, 0, 0, c], [0, 0.5, 1.0, 0, 0, 0, 1.0]])
     scene = sd.Scene(model, world=[sd.Shape("plane")], friction=0.8)
     with sd.use_backend("native", deterministic=True):
-        batch = sd.contact_step(model, Q, np.zeros(6), np.zeros(6), scene, DT)
+        batch = sd.contact_step(model, Q.tolist(), [0.0] * 6, (0.0,) * 6, scene, DT)   # (lists, a tuple)
         ones = [sd.contact_step(model, q, np.zeros(6), np.zeros(6), scene, DT) for q in Q.tolist()]
     assert [len(x) for x in batch.impulses] == [4, 2, 0] and len(batch.modes) == 3
     for b, one in enumerate(ones):

@@ -43,19 +43,24 @@ def _grow(scene, keys, most):
     return layout
 
 
-def _ranks(group, nk):
-    """``(rank, most)``: the rank of each element of ``group`` (n,) among the elements of its group
-    before it, and per key ``g % nk`` the largest group (nk,); no array per group (a batch of a
-    thousand humanoid states has 79,000 groups, seven thousand elements)."""
-    order = np.argsort(group, kind="stable")
-    g = group[order]
+def _runs(g):
+    """``(starts, sizes)`` of the runs of equal entries of the sorted ``g`` (n,): where each begins, how long."""
     new = np.empty(len(g), bool)
     new[:1] = True
     np.not_equal(g[1:], g[:-1], out=new[1:])
     starts = np.flatnonzero(new)
     bounds = np.empty(len(starts) + 1, int)
     bounds[:-1], bounds[-1] = starts, len(g)
-    sizes = bounds[1:] - bounds[:-1]
+    return starts, bounds[1:] - bounds[:-1]
+
+
+def _ranks(group, nk):
+    """``(rank, most)``: the rank of each element of ``group`` (n,) among the elements of its group
+    before it, and per key ``g % nk`` the largest group (nk,); no array per group (a batch of a
+    thousand humanoid states has 79,000 groups, seven thousand elements)."""
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    starts, sizes = _runs(g)
     rank = np.empty(len(g), int)
     rank[order] = np.arange(len(g)) - np.repeat(starts, sizes)      # (each sorted element's group's start)
     most = np.zeros(nk, int)
@@ -249,11 +254,7 @@ def _nearest(rows, cols, d):
     of the rows that have candidates at a distance that is a number."""
     if not len(rows):
         return rows, cols, d
-    new = np.empty(len(rows), bool)
-    new[0] = True
-    np.not_equal(rows[1:], rows[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    sizes = np.diff(starts, append=len(rows))
+    starts, sizes = _runs(rows)
     at = np.flatnonzero(d == np.repeat(np.fmin.reduceat(d, starts), sizes))     # (each row's nearest: the first)
     first = at[np.r_[True, rows[at[1:]] != rows[at[:-1]]]]
     return rows[first], cols[first], d[first]
