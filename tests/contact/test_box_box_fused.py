@@ -11,6 +11,7 @@ import pytest
 import sparsedyn as sd
 import sparsedyn.contact.friction as friction
 import sparsedyn.contact.scene_data as scene_data
+import sparsedyn.contact.scene_batch as scene_batch
 import sparsedyn.contact.scene_fused as scene_fused
 from test_box_box_native import _stack, _stack_by_a_post
 from test_box_box_road import _poses
@@ -35,7 +36,7 @@ def _same(a, b):
 
 def _spied(monkeypatch):
     """Counts of the roads a step in a scene may take besides the call's stages (the mixed call binds
-    them once per thread, ``box_box_stages``): ``rows`` the steps whose rows were found from Python (the
+    them once per thread, ``found_stages``): ``rows`` the steps whose rows were found from Python (the
     four calls), ``general`` the steps whose candidates came from the general road, ``python`` the
     steps on contact_step's Python road; ``stages`` the times the mixed call asked for its stages."""
     count = {"stages": 0, "rows": 0, "general": 0, "python": 0}
@@ -45,7 +46,7 @@ def _spied(monkeypatch):
             count[name] += 1
             return f(*args, **kwargs)
         monkeypatch.setattr(module, f.__name__, spied)
-    spy("stages", scene_fused, scene_fused.box_box_stages)
+    spy("stages", scene_fused, scene_fused.found_stages)
     spy("rows", scene_fused, scene_fused.box_box_step_rows)
     spy("general", scene_data, scene_data._mixed_candidates)
     spy("python", friction, friction.step_in_scene)
@@ -89,6 +90,27 @@ def test_a_step_with_box_pairs_is_one_call_and_the_python_roads(states, monkeypa
                 # every step one call whose stages found the rows (none found from Python)
                 assert one and len(want.impulses) >= 4 and _same(got, want)
     assert count["stages"] >= 1
+
+
+def test_a_batch_finds_each_states_box_rows_in_one_call_as_its_single_step(monkeypatch):
+    """A batch of the stacked cubes' six states (one native call, ``found_batch``, runs the stages of the
+    single step's call at each state): each state's candidates and look-ahead are its own
+    ``box_box_step_rows``', byte for byte, and the batch step takes that call once."""
+    scene, runs = _stack_states(_turned_stack)
+    model = scene.model
+    Q, V = (np.array([r[k] for r in runs]) for k in (0, 1))
+    calls = []
+    native_function = scene_batch.native_function
+    monkeypatch.setattr(scene_batch, "native_function", lambda name: calls.append(name) or native_function(name))
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, Q, V, np.zeros(12), scene, DT)        # (the builds, the plan)
+        assert calls == ["found_batch"]
+        mixed = scene_data._mixed_plan(scene)[0]
+        got = scene_batch._staged(scene, mixed, Q, V, DT)
+        for b in range(len(Q)):
+            want = scene_fused.box_box_step_rows(scene, mixed, scene_fused.box_box_poses, Q[b], V[b], DT)
+            assert got[0][b].tobytes() == want[0].tobytes() and got[1][b].tobytes() == want[1].tobytes()
+    assert sum(np.isfinite(got[0][:, :, 0]).sum(1) > 0) >= 4            # (the cubes touch)
 
 
 def test_a_nan_velocity_is_named_as_on_the_python_road(monkeypatch):

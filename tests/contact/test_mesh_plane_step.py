@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from sparsedyn.contact import mesh_plane_step, scene_data, scene_fused
+from sparsedyn.contact import mesh_plane_step, scene_batch, scene_data, scene_fused
+from sparsedyn.kernels import native_function
 from test_scene import DT
 import test_scene_fused
 from test_scene_fused import FLOOR, _pose, _python_road, _python_road_rollout, _same, _talos_scene
@@ -57,6 +58,37 @@ def test_talos_candidates_are_the_general_roads_bit_for_bit(talos, pose, monkeyp
                      lambda: _general(monkeypatch, scene, mixed, q, bad)):
             with pytest.raises(ValueError, match="v: contains NaN"):
                 road()
+
+
+def test_a_batch_finds_each_states_rows_in_one_call_as_its_single_road(talos, monkeypatch):
+    """A batch of talos on the floor, standing and on its head at random velocities: one native call
+    (``found_batch``) runs the stages of the single step's call at each state, and each state's candidates
+    and look-ahead are its own ``plane_step_rows``', byte for byte; a state whose velocity holds a NaN makes
+    the call decline (False: the batch then takes each state's road, which names it), arguments of other
+    shapes do not fit it (None)."""
+    model = talos
+    scene = _talos_scene(model)
+    poses = [_pose(model, scene, p) for p in ("standing", "on its head")]
+    rng = np.random.default_rng(7)
+    Q = np.array([poses[b % 2][0] for b in range(6)])
+    V = np.array([poses[b % 2][1] + rng.normal(0.0, 0.3 * b, model.nv) for b in range(6)])
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, Q, V, np.zeros(model.nv), scene, DT)          # (the builds, the plan)
+        mixed = scene_data._mixed_plan(scene)[0]
+        got = scene_batch._staged(scene, mixed, Q, V, DT)
+        for b in range(len(Q)):
+            want = mesh_plane_step.plane_step_rows(scene, mixed, Q[b], V[b], DT)
+            assert got[0][b].tobytes() == want[0].tobytes() and got[1][b].tobytes() == want[1].tobytes()
+        assert (np.isfinite(got[0][:, :, 0]).sum(1) > 0).all()             # (each state's rows near)
+        found = mesh_plane_step.found_stages(scene, mixed, Q[0], V[0])[0]
+        assert got[2].tobytes() == np.ascontiguousarray(got[0][..., 0]).tobytes()     # (the distances apart)
+        run, c, within, d = native_function("found_batch"), np.empty_like(got[0]), *np.empty((2,) + got[1].shape)
+        bad = V.copy()
+        bad[3, 0] = np.nan
+        assert run(found, Q, bad, c, within, d) is False
+        assert run(found, Q, V[:5], c, within, d) is None and run(found, Q, V, c[:, :-1], within, d) is None
+        with pytest.raises(ValueError, match="v: contains NaN"):
+            scene_batch._each_state(scene, mixed, Q, bad, DT)
 
 
 def test_other_plans_and_states_decline(talos):

@@ -1217,6 +1217,8 @@ static PyObject *pick(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     return t;
 }
 
+#include "found_batch.c"   /* (pasted in here by fastcall.py: a batch's candidates by a step's stages) */
+
 static PyMethodDef functions[] = {
     {"scene_step", (PyCFunction)(void (*)(void))scene_step, METH_FASTCALL,
      "A step in a scene: collision kernel, slot layout and solve in one call (or None)."},
@@ -1224,6 +1226,8 @@ static PyMethodDef functions[] = {
      "A trajectory's steps in a scene, one scene_step after another (until one declines)."},
     {"pick", (PyCFunction)(void (*)(void))pick, METH_FASTCALL,
      "collide's hits among a table of rows: those below a cutoff, in an order (or None)."},
+    {"found_batch", (PyCFunction)(void (*)(void))found_batch, METH_FASTCALL,
+     "A batch's candidates, each state's by a single step's stages (or False, None)."},
     {"front", front, METH_VARARGS, "Set (or take away) the direct road of a public function."},
     {NULL}
 };

@@ -59,9 +59,18 @@ from pathlib import Path
 
 __all__ = ["load_fastcall", "FASTCALL_SOURCE"]
 
-#: The extension's C source, fastcall.c with warm_match.c (a trajectory's warm start) pasted where it includes it.
-FASTCALL_SOURCE = resources.files(__package__).joinpath("fastcall.c").read_text(encoding="utf-8").replace(
-    '#include "warm_match.c"', resources.files(__package__).joinpath("warm_match.c").read_text(encoding="utf-8"))
+
+def _pasted(name, *parts):
+    """The C source ``name`` of this package with each of ``parts`` (file names) pasted where it includes it."""
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    for part in parts:
+        text = text.replace(f'#include "{part}"', _pasted(part))
+    return text
+
+
+#: The extension's C source, fastcall.c with warm_match.c (a trajectory's warm start) and found_batch.c (a
+#: batch's candidates) pasted where it includes them.
+FASTCALL_SOURCE = _pasted("fastcall.c", "warm_match.c", "found_batch.c")
 
 _lock = threading.Lock()
 _loaded: dict = {}

@@ -29,13 +29,14 @@ import numpy as np
 
 from ..algorithms.kinematics import body_velocities, forward_kinematics
 from ..kernels import c_library, native_calls, use_backend
-from .box_box_fused import _kernel, found_of
+from .box_box_fused import _kernel, box_box_stages, found_of
+from .box_box_road import box_box_poses
 from .collision_near import NEAR_COLUMNS, SLACK, collision_candidates_near
 from .look_ahead import body_reach
 from .mesh_plane_loop import SOURCE, loop_plan
 from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH, SPAN
 
-__all__ = ["plane_step_rows", "plane_stages"]
+__all__ = ["plane_step_rows", "plane_stages", "found_stages"]
 
 _NEAR, _FK, _BV = collision_candidates_near.__name__, forward_kinematics.__name__, body_velocities.__name__
 _F64 = np.dtype(float)
@@ -185,3 +186,16 @@ def plane_stages(scene, mixed, q, v):
         got = scene.cache[_STAGES] = (mixed, {})
     got[1][get_ident()] = kept
     return kept
+
+
+def found_stages(scene, mixed, q, v):
+    """This thread's ``(found, md, last)`` of a plan ``mixed`` whose pairs beside the collision kernel's are
+    pairs of two boxes alone (:func:`~sparsedyn.contact.box_box_fused.box_box_stages`) or robot meshes on
+    planes alone (:func:`plane_stages`, at one state's ``q`` and ``v``): the stages a step's native call runs
+    to find its candidates; False where the plan has other pairs (or these never apply), None where a
+    routine or a kernel is not built yet."""
+    if mixed.mesh is None and not len(mixed.boxes) and mixed.bb is not None:
+        return box_box_stages(scene, mixed, box_box_poses)
+    if mixed.mesh is not None and not len(mixed.boxes) and mixed.bb is None:
+        return plane_stages(scene, mixed, q, v)
+    return False

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import use_backend
+from ..kernels import native_function, use_backend
 from .collision_near import NEAR_COLUMNS
 from .friction_problem import ContactSlots, turned_impulses
 from .look_ahead import STEP_CAPACITY, capacity_mask
+from .mesh_plane_step import found_stages
 from .data_slots import data_slots_of_rows
 from .scene_data import (SLOT_COLUMNS, _Mixed, _filler, _mixed_candidates, _mixed_plan, _plan, ahead_candidates,
                          near_candidates)
@@ -69,39 +70,45 @@ def _ranks(group, nk):
 
 
 def _candidates(scene, kp, Q, cutoff, ahead):
-    """``(c, within)``: the candidates (B, K, 11) of the plan ``kp`` at the states ``Q`` (B, nq) and
-    the cutoff each is compared with (broadcast to (B, K)), as the single step of each state finds
+    """``(c, within, d)``: the candidates (B, K, 11) of the plan ``kp`` at the states ``Q`` (B, nq), the
+    cutoff each is compared with (broadcast to (B, K)) and their distances (B, K) (``c[..., 0]``, or a
+    contiguous copy of it), as the single step of each state finds
     them: with ``ahead`` ``(V (B, nv) or (nv,), dt)`` the look-ahead from each state's velocity in
     the collision kernel's call (:func:`~sparsedyn.collision_candidates_ahead`, the single step's
     own), else within ``cutoff`` (B, P) or the margin; None where a pair of no rows may touch."""
     B, K = len(Q), len(kp.pair)
     if isinstance(kp, _Mixed):                             # robot meshes on world shapes: their rows
         if not B:
-            return np.zeros((0, K, NEAR_COLUMNS)), np.zeros((0, K))
+            return np.zeros((0, K, NEAR_COLUMNS)), np.zeros((0, K)), np.zeros((0, K))
         q = np.asarray(Q, float)
         if ahead is not None:
             V = np.broadcast_to(ahead[0], (B, scene.model.nv))
-            got = _each_state(scene, kp, q, V, ahead[1])
-            return got if got is not None else _mixed_candidates(scene, kp, q, None, (V, ahead[1]))
-        return _mixed_candidates(scene, kp, q, None if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index))),
-                                 None)
+            got = _each_state(scene, kp, q, V, ahead[1]) or _mixed_candidates(scene, kp, q, None, (V, ahead[1]))
+        else:
+            got = _mixed_candidates(scene, kp, q, None if cutoff is None else
+                                    np.broadcast_to(cutoff, (B, len(scene.index))), None)
+        return got if got is None or len(got) == 3 else (*got, got[0][..., 0])
     if ahead is not None:
         c, within = ahead_candidates(scene, kp, Q, *ahead)
-        return c.reshape(B, K, NEAR_COLUMNS), within.reshape(B, K)
+        c = c.reshape(B, K, NEAR_COLUMNS)
+        return c, within.reshape(B, K), c[..., 0]
     c = near_candidates(scene, kp, Q, cutoff).reshape(B, K, NEAR_COLUMNS)   # far pairs: [b > cutoff, 0, ...]
     within = scene.margin if cutoff is None else np.broadcast_to(cutoff, (B, len(scene.index)))[:, kp.pair]
-    return c, within
+    return c, within, c[..., 0]
 
 
 def _each_state(scene, mixed, Q, V, dt):
-    """``(c (B, K, 11), within (B, K))`` of the plan ``mixed`` of robot meshes on world planes or pairs of two boxes
-    at the states ``Q`` (B, nq) and velocities ``V`` (B, nv) for a step of ``dt``: each state's as its single step
-    finds them (its native routines, which the general road runs in NumPy for all states at once), stacked; None
-    where the plan has neither, on the NumPy road, or where a state's candidates are not a row table of the others'
-    shape."""
+    """``(c (B, K, 11), within (B, K), d (B, K))`` (:func:`_candidates`') of the plan ``mixed`` of robot meshes on
+    world planes or pairs of two boxes at the states ``Q`` (B, nq) and velocities ``V`` (B, nv) for a step of ``dt``:
+    each state's as its single step finds them (its native routines, which the general road runs in NumPy for all
+    states at once; in one call where they are its call's stages, :func:`_staged`), stacked; None where the plan
+    has neither, on the NumPy road, or where a state's candidates are not a row table of the others' shape."""
     if use_backend.current() == "numpy" or (mixed.mesh is None and mixed.bb is None):
         return None
     Q, V = np.ascontiguousarray(Q, float), np.ascontiguousarray(V, float)
+    got = _staged(scene, mixed, Q, V, dt)
+    if got is not None:
+        return got
     c = within = None
     for b, (q, v) in enumerate(zip(Q, V)):
         one = _mixed_candidates(scene, mixed, q, None, (v, dt), fresh=False)      # (this thread's buffers)
@@ -112,7 +119,25 @@ def _each_state(scene, mixed, Q, V, dt):
         elif one[0].shape != c.shape[1:] or one[1].shape != within.shape[1:]:
             return None
         c[b], within[b] = one
-    return c, within
+    return c, within, c[..., 0]
+
+
+def _staged(scene, mixed, Q, V, dt):
+    """:func:`_each_state`'s answer in one native call (``found_batch``) where the plan's candidates come from
+    the stages its single step runs in its own call (:func:`~sparsedyn.contact.mesh_plane_step.found_stages`,
+    this thread's buffers): the same stages at each state, so the same rows (their distances also written
+    apart: a table of mostly far rows is large, and read for them alone it is read from memory); None where
+    they are not bound or decline at a state (each state's own road then says why)."""
+    run = native_function("found_batch")
+    kept = run is not None and len(Q) and found_stages(scene, mixed, Q[0], V[0])
+    if not kept:
+        return None
+    found, md, last = kept
+    if dt != last[0]:                              # (the step's dt, read by the routine: written once)
+        md[1] = last[0] = dt
+    c, within, d = np.empty((len(Q),) + found[0].shape), np.empty((len(Q),) + found[1].shape), \
+        np.empty((len(Q),) + found[1].shape)
+    return (c, within, d) if run(found, Q, V, c, within, d) else None
 
 
 class BatchContacts:
@@ -187,9 +212,8 @@ def batch_contacts(scene, Q, cutoff=None, ahead=None, data_slots=False):
     got = _candidates(scene, kp, Q, cutoff, ahead)
     if got is None:                                        # (a pair of no rows may touch: _mixed_candidates)
         return None
-    c, within = got
+    c, within, d = got
     K = c.shape[1]
-    d = c[..., 0]
     mask = d < within
     f = np.flatnonzero(mask)                               # by state, then in the candidates' order
     b = f // K if K else f

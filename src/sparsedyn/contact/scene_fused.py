@@ -58,7 +58,6 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import native_calls, native_function, use_backend
-from .box_box_fused import box_box_stages
 from .box_box_road import box_box_poses
 from .box_box_step import box_box_step_rows
 from .collision_near import collision_candidates_ahead
@@ -67,7 +66,7 @@ from . import scene_data
 from .friction_kernel import contact_step_kernel
 from .friction_problem import DATA_SLOT, ContactSlots
 from .look_ahead import body_reach
-from .mesh_plane_step import plane_stages, plane_step_rows
+from .mesh_plane_step import found_stages, plane_stages, plane_step_rows
 from .reduction import PATCH_DEPTH
 from .scene_data import _Mixed, _filler, _plan, held_contacts
 from .scene_step import WARM_RADIUS, FoundContacts, matched_warm_start
@@ -237,7 +236,7 @@ def mixed_call(scene, plan, dt):
     nq, nv = (model.nq,), (model.nv,)
     boxes = mixed.mesh is None and not len(mixed.boxes) and mixed.bb is not None     # (the kernel's, two boxes')
     planes = _meshes_on_planes(mixed)
-    held = {}                                      # thread id -> box_box_stages' (found, md, last), once made
+    held = {}                                      # thread id -> found_stages' (found, md, last), once made
 
     def call(args, q, v, tau, settings, warm_start, pre=None, *more):
         if not (q.dtype is _F64 and v.dtype is _F64 and q.shape == nq and v.shape == nv):
@@ -251,7 +250,7 @@ def mixed_call(scene, plan, dt):
         if (boxes or planes) and not keep:
             kept = held.get(get_ident())
             if kept is None:
-                kept = box_box_stages(scene, mixed, box_box_poses) if boxes else plane_stages(scene, mixed, q, v)
+                kept = found_stages(scene, mixed, q, v)
                 if kept is not None:
                     held[get_ident()] = kept
             if kept:
