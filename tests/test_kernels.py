@@ -296,3 +296,17 @@ def test_an_owner_without_a_compiler_runs_its_numpy_kernels(tmp_path, monkeypatc
     assert not k.compiled
     w, s = k.scale(v)
     assert np.array_equal(w, -1.5 * v) and np.array_equal(s[..., 0], [5.0, 9.25])
+
+
+def test_the_batch_pool_is_one_for_the_process_and_grows_when_asked(monkeypatch):
+    """``batch_pool``: the same pool for every caller while it has the threads asked (at least the CPUs'),
+    a larger one where more are asked; its threads run the calls given (another thread than the caller's)."""
+    import threading
+    from sparsedyn.kernels import threads
+    monkeypatch.setattr(threads, "_pool", None)
+    pool = threads.batch_pool(1)
+    assert pool._max_workers >= 1 and threads.batch_pool(1) is pool
+    more = threads.batch_pool(pool._max_workers + 2)
+    assert more is not pool and more._max_workers == pool._max_workers + 2 and threads.batch_pool(2) is more
+    assert more.submit(threading.get_ident).result() != threading.get_ident()
+    more.shutdown()

@@ -91,6 +91,30 @@ def test_a_batch_finds_each_states_rows_in_one_call_as_its_single_road(talos, mo
             scene_batch._each_state(scene, mixed, Q, bad, DT)
 
 
+def test_a_batch_on_threads_finds_each_states_rows_as_on_one(talos, monkeypatch):
+    """The batch's states in three runs (``PER_THREAD`` two states, three CPUs), the first on the caller's
+    thread, the others on the batch pool's, each run on its thread's own buffers: each state's candidates and
+    look-ahead are its own ``plane_step_rows``', byte for byte, as on one thread."""
+    import threading
+    model = talos
+    scene = _talos_scene(model)
+    q, v = _pose(model, scene, "standing")
+    V = v + np.random.default_rng(8).normal(0.0, 0.4, (7, model.nv))
+    Q = np.repeat(q[None], 7, 0)
+    threads, stages = set(), mesh_plane_step.found_stages
+    monkeypatch.setattr(scene_batch, "found_stages", lambda *a: threads.add(threading.get_ident()) or stages(*a))
+    monkeypatch.setattr(scene_batch, "PER_THREAD", 2)
+    monkeypatch.setattr(scene_batch.os, "cpu_count", lambda: 3)
+    with sd.use_backend("native", deterministic=True):
+        sd.contact_step(model, q, v, np.zeros(model.nv), scene, DT)          # (the builds, the plan)
+        mixed = scene_data._mixed_plan(scene)[0]
+        got = scene_batch._staged(scene, mixed, Q, V, DT)
+        assert threading.get_ident() in threads and len(threads) >= 2
+        for b in range(len(Q)):
+            want = mesh_plane_step.plane_step_rows(scene, mixed, Q[b], V[b], DT)
+            assert got[0][b].tobytes() == want[0].tobytes() and got[1][b].tobytes() == want[1].tobytes()
+
+
 def test_other_plans_and_states_decline(talos):
     """A state not one float64 state's (a batch, float32, a bad ``dt``) declines: None (the general
     road answers); so does a base sliding at 1e307 m/s, whose bodies' velocities (each finite) sum

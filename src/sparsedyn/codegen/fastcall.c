@@ -83,6 +83,72 @@ static int all_finite(const double *x, npy_intp n) {
 #pragma GCC pop_options
 #endif
 
+/* The kernel on its arrays' data ``p`` (its inputs, then its outputs) with Kernel_run's tests of the values:
+   1, or 0 where an input holds a NaN or inf, a quaternion is not of unit norm, or an output computed from finite
+   inputs is not finite (an overflow; the checked path then says which).  It touches no Python object: a caller
+   may run it without the GIL (found_batch's threads). */
+static int kernel_go(const Kernel *self, void *const *p) {
+    typedef void *V;                /* (a kernel's arguments: pointers to its arrays' data) */
+    for (int k = 0; k < self->nin; k++)
+        if (!all_finite((const double *)p[k], self->in_size[k])) return 0;
+    for (int j = 0; j < self->nquat; j++) {
+        const double *x = (const double *)p[self->quat_in[j]] + self->quat_off[j];
+        double e = x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3] - 1.0;
+        if (!(e <= self->qtol && -e <= self->qtol)) return 0;
+    }
+    fp_clear();
+    switch (self->nin + self->nout) {
+    case 1: ((void (*)(V))self->fptr)(p[0]); break;
+    case 2: ((void (*)(V, V))self->fptr)(p[0], p[1]); break;
+    case 3: ((void (*)(V, V, V))self->fptr)(p[0], p[1], p[2]); break;
+    case 4: ((void (*)(V, V, V, V))self->fptr)(p[0], p[1], p[2], p[3]); break;
+    case 5: ((void (*)(V, V, V, V, V))self->fptr)(p[0], p[1], p[2], p[3], p[4]); break;
+    case 6: ((void (*)(V, V, V, V, V, V))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5]); break;
+    case 7: ((void (*)(V, V, V, V, V, V, V))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6]); break;
+    case 8: ((void (*)(V, V, V, V, V, V, V, V))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]); break;
+    case 9: ((void (*)(V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]); break;
+    case 10: ((void (*)(V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]); break;
+    case 11: ((void (*)(V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]); break;
+    case 12: ((void (*)(V, V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]); break;
+    case 13: ((void (*)(V, V, V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12]); break;
+    case 14: ((void (*)(V, V, V, V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13]); break;
+    case 15: ((void (*)(V, V, V, V, V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14]);
+        break;
+    case 16: ((void (*)(V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14],
+        p[15]); break;
+    case 17: ((void (*)(V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14],
+        p[15], p[16]); break;
+    case 18: ((void (*)(V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14],
+        p[15], p[16], p[17]); break;
+    case 19: ((void (*)(V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14],
+        p[15], p[16], p[17], p[18]); break;
+    default: ((void (*)(V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V, V))self->fptr)(
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14],
+        p[15], p[16], p[17], p[18], p[19]); break;
+    }
+    /* A NaN or inf computed from finite inputs (an overflow) raised one of these flags on the way;
+       then the outputs are scanned, and a non-finite one goes to the checked path, which raises,
+       naming it.  Testing the flags costs a few nanoseconds, scanning a mass matrix about one
+       microsecond. */
+    if (fp_raised()) for (int k = 0; k < self->nout; k++) {
+        npy_intp n = 1;
+        for (int d = 0; d < self->out_ndim[k]; d++) n *= self->out_shape[k][d];
+        if (!all_finite((const double *)p[self->nin + k], n)) return 0;
+    }
+    return 1;
+}
+
 static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given) {
     void *p[SD_MAXARGS];
     PyObject *out[SD_MAXARGS];
@@ -107,13 +173,6 @@ static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given
     for (int k = 0; k < self->nin; k++) {
         if (!fits(args[k], self->in_ndim[k], self->in_shape[k], 0)) return NULL;
         p[k] = PyArray_DATA((PyArrayObject *)args[k]);
-        /* NaN or inf anywhere: the checked path says which argument */
-        if (!all_finite((const double *)p[k], self->in_size[k])) return NULL;
-    }
-    for (int j = 0; j < self->nquat; j++) {
-        const double *x = (const double *)p[self->quat_in[j]] + self->quat_off[j];
-        double e = x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3] - 1.0;
-        if (!(e <= self->qtol && -e <= self->qtol)) return NULL;
     }
     for (int k = 0; k < self->nout; k++) {
         if (given) {
@@ -127,38 +186,10 @@ static PyObject *Kernel_run(Kernel *self, PyObject *const *args, PyObject *given
         }
         p[self->nin + k] = PyArray_DATA((PyArrayObject *)out[k]);
     }
-    fp_clear();
-    switch (self->nin + self->nout) {
-    case 1: ((void (*)(void *))self->fptr)(p[0]); break;
-    case 2: ((void (*)(void *, void *))self->fptr)(p[0], p[1]); break;
-    case 3: ((void (*)(void *, void *, void *))self->fptr)(p[0], p[1], p[2]); break;
-    case 4: ((void (*)(void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3]); break;
-    case 5: ((void (*)(void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4]); break;
-    case 6: ((void (*)(void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5]); break;
-    case 7: ((void (*)(void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6]); break;
-    case 8: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]); break;
-    case 9: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]); break;
-    case 10: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]); break;
-    case 11: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]); break;
-    case 12: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]); break;
-    case 13: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12]); break;
-    case 14: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13]); break;
-    case 15: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14]); break;
-    case 16: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]); break;
-    case 17: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15], p[16]); break;
-    case 18: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15], p[16], p[17]); break;
-    case 19: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15], p[16], p[17], p[18]); break;
-    default: ((void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))self->fptr)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15], p[16], p[17], p[18], p[19]); break;
-    }
-    /* A NaN or inf computed from finite inputs (an overflow) raised one of these flags on the way;
-       then the outputs are scanned, and a non-finite one goes to the checked path, which raises,
-       naming it.  Testing the flags costs a few nanoseconds, scanning a mass matrix about one
-       microsecond. */
-    if (fp_raised()) for (int k = 0; k < self->nout; k++) {
-        if (!all_finite((const double *)p[self->nin + k], PyArray_SIZE((PyArrayObject *)out[k]))) {
-            for (int j = 0; j < self->nout; j++) Py_DECREF(out[j]);
-            return NULL;
-        }
+    /* (NaN or inf anywhere: the checked path says which argument) */
+    if (!kernel_go(self, p)) {
+        for (int k = 0; k < self->nout; k++) Py_DECREF(out[k]);
+        return NULL;
     }
     if (self->nout == 1) return out[0];
     if (given) {                                /* the caller's tuple, as the Python path returns it */

@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import _checks
 from ..kernels import Kernel, feed
+from ..kernels.threads import batch_pool
 from . import build
 from .build import CompilerNotFoundWarning
 from .cemit import code_shape, emit_unit, emit_units, loop_threshold
@@ -510,28 +511,16 @@ def _contiguous(x, shape):
     return y
 
 
-_pool = None
-_pool_lock = threading.Lock()
-
-
 def _in_threads(call, N, ptrs, sizes, threads, step):
     """``call(n, pointers)`` on ``threads`` contiguous chunks of the ``N`` states at once (each chunk
     starting at a multiple of ``step`` states; ``ptrs``: the arrays' addresses, ``sizes``: their
-    float64 elements per state); returns the calls' results.  The calls run on a pool of threads
-    shared by all compiled objects (ctypes releases the GIL while C runs): the batch threads of a
-    library built without OpenMP."""
-    global _pool
+    float64 elements per state); returns the calls' results.  The calls run on the process's pool of
+    threads (:func:`~sparsedyn.kernels.threads.batch_pool`; ctypes releases the GIL while C runs): the batch
+    threads of a library built without OpenMP."""
     per = -(-N // threads)
     per = -(-per // step) * step
     chunks = [(s, min(per, N - s)) for s in range(0, N, per)]
-    with _pool_lock:
-        if _pool is None or _pool._max_workers < len(chunks):
-            from concurrent.futures import ThreadPoolExecutor
-            if _pool is not None:
-                _pool.shutdown(wait=False)       # its running calls finish; new ones go to the larger pool
-            _pool = ThreadPoolExecutor(max_workers=max(len(chunks), os.cpu_count() or 1),
-                                       thread_name_prefix="sparsedyn-batch")
-        pool = _pool
+    pool = batch_pool(len(chunks))
     futures = [pool.submit(call, n, [p + s * z * 8 for p, z in zip(ptrs, sizes)]) for s, n in chunks]
     return [f.result() for f in futures]
 

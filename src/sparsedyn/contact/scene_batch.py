@@ -19,9 +19,12 @@ the solve and the collision kernel, plus a few array operations over all contact
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..kernels import native_function, use_backend
+from ..kernels.threads import batch_pool
 from .collision_near import NEAR_COLUMNS
 from .friction_problem import ContactSlots, turned_impulses
 from .look_ahead import STEP_CAPACITY, capacity_mask
@@ -126,18 +129,34 @@ def _staged(scene, mixed, Q, V, dt):
     """:func:`_each_state`'s answer in one native call (``found_batch``) where the plan's candidates come from
     the stages its single step runs in its own call (:func:`~sparsedyn.contact.mesh_plane_step.found_stages`,
     this thread's buffers): the same stages at each state, so the same rows (their distances also written
-    apart: a table of mostly far rows is large, and read for them alone it is read from memory); None where
-    they are not bound or decline at a state (each state's own road then says why)."""
-    run = native_function("found_batch")
-    kept = run is not None and len(Q) and found_stages(scene, mixed, Q[0], V[0])
+    apart: a table of mostly far rows is large, and read for them alone it is read from memory); runs of
+    :data:`PER_THREAD` states or more on threads at once, each with its own buffers.  None where they are not
+    bound or decline at a state (each state's own road then says why)."""
+    run, B = native_function("found_batch"), len(Q)
+    kept = run is not None and B and found_stages(scene, mixed, Q[0], V[0])
     if not kept:
         return None
-    found, md, last = kept
-    if dt != last[0]:                              # (the step's dt, read by the routine: written once)
-        md[1] = last[0] = dt
-    c, within, d = np.empty((len(Q),) + found[0].shape), np.empty((len(Q),) + found[1].shape), \
-        np.empty((len(Q),) + found[1].shape)
-    return (c, within, d) if run(found, Q, V, c, within, d) else None
+    c, within, d = np.empty((B,) + kept[0][0].shape), np.empty((B,) + kept[0][1].shape), \
+        np.empty((B,) + kept[0][1].shape)
+
+    def part(lo, hi):                              # states lo to hi on this thread's buffers
+        got = found_stages(scene, mixed, Q[lo], V[lo])
+        if not got or got[0][0].shape != c.shape[1:]:
+            return None
+        found, md, last = got
+        if dt != last[0]:                          # (the step's dt, read by the routine: written once)
+            md[1] = last[0] = dt
+        return run(found, Q[lo:hi], V[lo:hi], c[lo:hi], within[lo:hi], d[lo:hi])
+
+    ends = np.linspace(0, B, max(1, min(os.cpu_count() or 1, B // PER_THREAD)) + 1).astype(int).tolist()
+    pool = batch_pool(len(ends) - 2) if len(ends) > 2 else None
+    others = [pool.submit(part, lo, hi) for lo, hi in zip(ends[1:-1], ends[2:])]
+    ran = [part(ends[0], ends[1])] + [f.result() for f in others]
+    return (c, within, d) if all(x is True for x in ran) else None
+
+
+#: The fewest states a thread of :func:`_staged` takes (the routines of a thousand states: a few milliseconds).
+PER_THREAD = 128
 
 
 class BatchContacts:
