@@ -36,7 +36,7 @@ from .look_ahead import body_reach
 from .mesh_plane_loop import SOURCE, loop_plan
 from .reduction import MAX_PATCH_POINTS, PATCH_DEPTH, SPAN
 
-__all__ = ["plane_step_rows", "plane_stages", "found_stages"]
+__all__ = ["plane_step_rows", "plane_stages", "found_stages", "boxes_alone", "meshes_on_planes"]
 
 _NEAR, _FK, _BV = collision_candidates_near.__name__, forward_kinematics.__name__, body_velocities.__name__
 _F64 = np.dtype(float)
@@ -188,14 +188,22 @@ def plane_stages(scene, mixed, q, v):
     return kept
 
 
+def boxes_alone(mixed):
+    """Whether a mixed plan's pairs are the collision kernel's and pairs of two boxes alone."""
+    return mixed.mesh is None and not len(mixed.boxes) and mixed.bb is not None
+
+
+def meshes_on_planes(mixed):
+    """Whether a mixed plan's pairs are the collision kernel's and robot meshes on planes alone."""
+    return mixed.mesh is not None and not len(mixed.boxes) and mixed.bb is None
+
+
 def found_stages(scene, mixed, q, v):
     """This thread's ``(found, md, last)`` of a plan ``mixed`` whose pairs beside the collision kernel's are
     pairs of two boxes alone (:func:`~sparsedyn.contact.box_box_fused.box_box_stages`) or robot meshes on
     planes alone (:func:`plane_stages`, at one state's ``q`` and ``v``): the stages a step's native call runs
     to find its candidates; False where the plan has other pairs (or these never apply), None where a
     routine or a kernel is not built yet."""
-    if mixed.mesh is None and not len(mixed.boxes) and mixed.bb is not None:
+    if boxes_alone(mixed):
         return box_box_stages(scene, mixed, box_box_poses)
-    if mixed.mesh is not None and not len(mixed.boxes) and mixed.bb is None:
-        return plane_stages(scene, mixed, q, v)
-    return False
+    return plane_stages(scene, mixed, q, v) if meshes_on_planes(mixed) else False

@@ -139,8 +139,8 @@ def _staged(scene, mixed, Q, V, dt):
     c, within, d = np.empty((B,) + kept[0][0].shape), np.empty((B,) + kept[0][1].shape), \
         np.empty((B,) + kept[0][1].shape)
 
-    def part(lo, hi):                              # states lo to hi on this thread's buffers
-        got = found_stages(scene, mixed, Q[lo], V[lo])
+    def part(lo, hi, got=None):                    # states lo to hi on this thread's buffers
+        got = got or found_stages(scene, mixed, Q[lo], V[lo])
         if not got or got[0][0].shape != c.shape[1:]:
             return None
         found, md, last = got
@@ -151,7 +151,7 @@ def _staged(scene, mixed, Q, V, dt):
     ends = np.linspace(0, B, max(1, min(os.cpu_count() or 1, B // PER_THREAD)) + 1).astype(int).tolist()
     pool = batch_pool(len(ends) - 2) if len(ends) > 2 else None
     others = [pool.submit(part, lo, hi) for lo, hi in zip(ends[1:-1], ends[2:])]
-    ran = [part(ends[0], ends[1])] + [f.result() for f in others]
+    ran = [part(ends[0], ends[1], kept)] + [f.result() for f in others]
     return (c, within, d) if all(x is True for x in ran) else None
 
 

@@ -66,7 +66,7 @@ from . import scene_data
 from .friction_kernel import contact_step_kernel
 from .friction_problem import DATA_SLOT, ContactSlots
 from .look_ahead import body_reach
-from .mesh_plane_step import found_stages, plane_stages, plane_step_rows
+from .mesh_plane_step import boxes_alone, found_stages, meshes_on_planes, plane_stages, plane_step_rows
 from .reduction import PATCH_DEPTH
 from .scene_data import _Mixed, _filler, _plan, held_contacts
 from .scene_step import WARM_RADIUS, FoundContacts, matched_warm_start
@@ -199,7 +199,7 @@ def step_candidates(scene, plan, dt):
     if mixed is None:
         return None
     nq, nv, ahead = (model.nq,), (model.nv,), float(dt)
-    planes = _meshes_on_planes(mixed)
+    planes = meshes_on_planes(mixed)
     staged = []                                    # plane_stages' (found, md, last) once made (False: never)
 
     def candidates(q, v):
@@ -219,11 +219,6 @@ def step_candidates(scene, plan, dt):
     return candidates
 
 
-def _meshes_on_planes(mixed):
-    """Whether a mixed plan's pairs are the collision kernel's and robot meshes on planes alone."""
-    return mixed.mesh is not None and not len(mixed.boxes) and mixed.bb is None
-
-
 def mixed_call(scene, plan, dt):
     """The native call of a mixed ``plan`` (:func:`trajectory_plan`'s, its candidates found before the
     call) for steps of ``dt`` (a float > 0) in ``scene``, as :func:`fused_step` makes it: a callable
@@ -234,8 +229,8 @@ def mixed_call(scene, plan, dt):
     while the plan stays (``contact_step``'s road: no plan lookup, no settings made, each call)."""
     run, mixed, model = plan[0], plan[4], scene.model
     nq, nv = (model.nq,), (model.nv,)
-    boxes = mixed.mesh is None and not len(mixed.boxes) and mixed.bb is not None     # (the kernel's, two boxes')
-    planes = _meshes_on_planes(mixed)
+    boxes = boxes_alone(mixed)
+    planes = meshes_on_planes(mixed)
     held = {}                                      # thread id -> found_stages' (found, md, last), once made
 
     def call(args, q, v, tau, settings, warm_start, pre=None, *more):
