@@ -95,7 +95,8 @@ def test_a_step_with_box_pairs_is_one_call_and_the_python_roads(states, monkeypa
 def test_a_batch_finds_each_states_box_rows_in_one_call_as_its_single_step(monkeypatch):
     """A batch of the stacked cubes' six states (one native call, ``found_batch``, runs the stages of the
     single step's call at each state): each state's candidates and look-ahead are its own
-    ``box_box_step_rows``', byte for byte, and the batch step takes that call once."""
+    ``box_box_step_rows``', byte for byte, and the batch step takes that call once a step, its states given as
+    arrays or as plain lists (the same step, bit for bit)."""
     scene, runs = _stack_states(_turned_stack)
     model = scene.model
     Q, V = (np.array([r[k] for r in runs]) for k in (0, 1))
@@ -103,8 +104,12 @@ def test_a_batch_finds_each_states_box_rows_in_one_call_as_its_single_step(monke
     native_function = scene_batch.native_function
     monkeypatch.setattr(scene_batch, "native_function", lambda name: calls.append(name) or native_function(name))
     with sd.use_backend("native", deterministic=True):
-        sd.contact_step(model, Q, V, np.zeros(12), scene, DT)        # (the builds, the plan)
+        step = sd.contact_step(model, Q, V, np.zeros(12), scene, DT)        # (the builds, the plan)
         assert calls == ["found_batch"]
+        listed = sd.contact_step(model, Q.tolist(), V.tolist(), [0.0] * 12, scene, DT)      # (plain lists)
+        assert calls == ["found_batch"] * 2
+        assert np.array_equal(listed.q, step.q) and np.array_equal(listed.v, step.v)
+        assert all(np.array_equal(a, b) for a, b in zip(listed.impulses, step.impulses))
         mixed = scene_data._mixed_plan(scene)[0]
         got = scene_batch._staged(scene, mixed, Q, V, DT)
         for b in range(len(Q)):
