@@ -52,6 +52,7 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import importlib.util
+import re
 import sysconfig
 import threading
 from importlib import resources
@@ -60,17 +61,19 @@ from pathlib import Path
 __all__ = ["load_fastcall", "FASTCALL_SOURCE"]
 
 
-def _pasted(name, *parts):
-    """The C source ``name`` of this package with each of ``parts`` (file names) pasted where it includes it."""
+def _pasted(name):
+    """The C source ``name`` of this package with each file of it that it includes (``#include "x.c"``) pasted
+    where it includes it, and so on in those."""
     text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-    for part in parts:
-        text = text.replace(f'#include "{part}"', _pasted(part))
-    return text
+    return _LOCAL.sub(lambda m: _pasted(m.group(1)), text)
 
 
-#: The extension's C source, fastcall.c with warm_match.c (a trajectory's warm start) and found_batch.c (a
-#: batch's candidates) pasted where it includes them.
-FASTCALL_SOURCE = _pasted("fastcall.c", "warm_match.c", "found_batch.c")
+_LOCAL = re.compile(r'^#include "(\w+\.c)".*$', re.M)
+#: The extension's C source: fastcall.c (the kernels' and methods' types) with the files it includes pasted
+#: in (front.c: a public function's direct road; scene_step.c with warm_match.c: a step in a scene in one
+#: call and a trajectory's warm start; scene_rollout.c: a trajectory's steps, collide's hits; found_batch.c:
+#: a batch's candidates).
+FASTCALL_SOURCE = _pasted("fastcall.c")
 
 _lock = threading.Lock()
 _loaded: dict = {}

@@ -1,4 +1,4 @@
-/* A batch of states' candidates found by a single step's stages (fastcall.c: run_stages), one call for a run
+/* A batch of states' candidates found by a single step's stages (scene_step.c: run_stages), one call for a run
    of states: what scene_batch asks where each state's candidates come from routines of its own (robot meshes
    on planes, pairs of two boxes) that a single step runs inside its native call.  The stages are read once
    into plain pointers (found_plan), then run state by state without the GIL: threads of their own buffers

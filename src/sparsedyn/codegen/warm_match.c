@@ -1,4 +1,4 @@
-/* A trajectory's warm start in scene_step (fastcall.c): the impulses each contact of a step starts
+/* A trajectory's warm start in scene_step (scene_step.c): the impulses each contact of a step starts
    from, matched from the step before's contacts as scene_step.matched_warm_start matches them, entry by
    entry the same arithmetic.  A contact's rows are [p (3, its body's axes), n (3), offset]; two contacts
    may match where their scene pairs are equal.  Each routine writes into ``w`` (zeros on entry) each
