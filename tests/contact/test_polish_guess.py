@@ -19,7 +19,8 @@ from sparsedyn.contact.polish_guess import (ALONG, NEAR, NULL, PAIR, SLIP_ERROR,
 from sparsedyn.interop import example_robot_data_dir
 from test_friction import DT, G, MASS, MODEL, MU, Q0, TOL, Z, corners
 from test_friction_kernel import humanoid_settled
-from test_friction_polish import _coulomb, box_polish_stage, polish_run
+from test_friction_polish import _coulomb
+from test_friction_polish_stage import box_polish_stage, polish_run
 
 
 def _native(backend):
