@@ -167,38 +167,9 @@ def bench_report(models=DEFAULT_MODELS, kernels=KERNELS, batch=10000, cold=True,
     if tmp:
         os.environ["SPARSEDYN_CACHE_DIR"] = tmp
     rng = np.random.default_rng(seed)
-    out = []
     try:
         comp = build.find_compiler()
-        try:
-            import mujoco
-            mj = f"MuJoCo {mujoco.__version__}"
-        except ImportError:
-            mj = "MuJoCo is not installed (its column stays empty)"
-        try:
-            import pinocchio as pin
-            pv = f"Pinocchio {pin.__version__}"
-        except ImportError:
-            pv = "Pinocchio not installed (its columns are empty)"
-        out.append(f"machine: {platform.machine()} {_cpu_name()}, {os.cpu_count()} CPUs; Python "
-                   f"{platform.python_version()}, NumPy {np.__version__}; {pv}; {mj}")
-        out.append(f"compiler: {comp!r}" if comp else "compiler: none (NumPy fallback: these numbers are NOT "
-                                                     "compiled code)")
-        out.append("single: median time of one call from Python (us), ratio = sparsedyn / Pinocchio (<1: faster)")
-        out.append(f"batch: {batch} states, states/s. sparsedyn: one batched call, up to {os.cpu_count()} threads, fresh "
-                   f"output (the default), the same on 1 thread, and into a preallocated out=; Pinocchio: a Python "
-                   f"loop of single calls (results left in its Data, not copied out); ratio = sparsedyn default / "
-                   f"Pinocchio (>1: faster)")
-        out.append("GF/s: IR flops / time (1: single call from Python; N: best batched)")
-        out.append("mj: MuJoCo's stages for the same result from Python (rnea: kinematics+comPos+comVel+rne; crba: "
-                   "kinematics+comPos+makeM; aba: mj_forward, constraints off; minv: ...+factorM+solveM(I)); "
-                   "ratio = sparsedyn / MuJoCo single-call time")
-        out.append("")
-        hdr = (f"{'model':13s} {'nv':>3s} {'kern':4s} {'flops':>6s} | {'sd us':>6s} {'pin us':>6s} {'ratio':>5s} | "
-               f"{'sd st/s':>7s} {'1 thr':>7s} {'out=':>7s} {'pin':>7s} {'ratio':>5s} | "
-               f"{'GF/s1':>5s} {'GF/sN':>5s} | {'mj us':>6s} {'ratio':>5s}")
-        out.append(hdr)
-        out.append("-" * len(hdr))
+        out = _header(comp, batch)
         builds = []
         for name in models:
             try:
@@ -206,78 +177,7 @@ def bench_report(models=DEFAULT_MODELS, kernels=KERNELS, batch=10000, cold=True,
             except (FileNotFoundError, OSError) as e:
                 out.append(f"{name:14s} skipped: {e}")
                 continue
-            if progress:
-                progress(f"{name}: compiling")
-            t0 = time.perf_counter()
-            k = sd.compile(model, kernels, vectorize=True, progress=progress)
-            t_build = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            sd.compile(model, kernels, vectorize=True)
-            t_reuse = time.perf_counter() - t0
-            secs = k.build_seconds
-            builds.append((name, model.nv, sum(t for n, t in secs.items() if n.endswith("-single")),
-                           sum(t for n, t in secs.items() if n.endswith("-batch")), t_build, t_reuse, k.built))
-            P = _pinocchio(model)
-            MJ = _mujoco(model)
-            Q, V, A = _states(model, batch, rng)
-            q, v, a = Q[0].copy(), V[0].copy(), A[0].copy()
-            if P:
-                pin, pm, pd, conv = P
-                Qp = np.ascontiguousarray(conv.q_to_pinocchio(model, Q))
-                Vp = np.ascontiguousarray(conv.v_to_pinocchio(model, V))
-                Ap = np.ascontiguousarray(conv.tau_to_pinocchio(model, A))
-                qp, vp, ap = Qp[0].copy(), Vp[0].copy(), Ap[0].copy()
-            for kern in kernels:
-                if progress:
-                    progress(f"{name}: timing {kern}")
-                f = getattr(k, kern)
-                args = {"rnea": (q, v, a), "aba": (q, v, a), "crba": (q,), "minv": (q,)}[kern]
-                bargs = {"rnea": (Q, V, A), "aba": (Q, V, A), "crba": (Q,), "minv": (Q,)}[kern]
-                t1 = _median_call(f, args)
-                tN = min(timeit.repeat(lambda: f(*bargs), number=1, repeat=7)) / batch
-                k.threads, threads = 1, k.threads
-                tN1 = min(timeit.repeat(lambda: f(*bargs), number=1, repeat=5)) / batch
-                k.threads = threads
-                res = f(*bargs)
-                tNo = min(timeit.repeat(lambda: f(*bargs, out=res), number=1, repeat=7)) / batch
-                flops = k.flops(kern)["total"]
-                p1 = pN = None
-                if P:
-                    pf = {"rnea": pin.rnea, "aba": pin.aba, "crba": pin.crba, "minv": pin.computeMinverse}[kern]
-                    pargs = {"rnea": (pm, pd, qp, vp, ap), "aba": (pm, pd, qp, vp, ap), "crba": (pm, pd, qp),
-                             "minv": (pm, pd, qp)}[kern]
-                    p1 = _median_call(pf, pargs)
-                    cols = (Qp, Vp, Ap) if kern in ("rnea", "aba") else (Qp,)
-                    nloop = min(batch, 10000)
-
-                    def loop():
-                        for row in zip(*(c[:nloop] for c in cols)):
-                            pf(pm, pd, *row)
-                    pN = min(timeit.repeat(loop, number=1, repeat=3)) / nloop
-                m1, mcol = None, f"{'-':>6s} {'-':>5s}"
-                if MJ:
-                    mujoco, mm, d, conv = MJ
-                    mjk = _mujoco_kernel(MJ, kern, model.nv)
-                    T = conv.velocity_map(model, q)
-                    d.qpos[:], d.qvel[:] = conv.q_to_mujoco(model, q), conv.v_to_mujoco(model, q, v)
-                    d.qacc[:], d.qfrc_applied[:] = conv.a_to_mujoco(model, q, v, a), conv.tau_to_mujoco(model, q, a)
-                    r = mjk()
-                    r = np.array(r, copy=True) if kern != "crba" else None
-                    if kern == "crba":
-                        r = np.zeros((model.nv, model.nv))
-                        mujoco.mj_fullM(mm, d, r)
-                    ours = (T @ sd.rnea(model, q, v, a) if kern == "rnea" else T @ sd.crba(model, q) @ T.T
-                            if kern == "crba" else conv.a_to_mujoco(model, q, v, sd.aba(model, q, v, a))
-                            if kern == "aba" else T @ sd.minv(model, q) @ T.T)
-                    same = np.abs(r - ours).max() <= 1e-8 * max(1.0, np.abs(ours).max())
-                    m1 = _median_call(mjk, ())
-                    mcol = f"{m1 * 1e6:6.2f} {t1 / m1:5.2f}" + ("" if same else " (results differ!)")
-                r1 = f"{t1 / p1:5.2f}" if p1 else f"{'-':>5s}"
-                rN = f"{pN / tN:5.1f}" if pN else f"{'-':>5s}"
-                out.append(f"{name:13s} {model.nv:3d} {kern:4s} {flops:6d} | {t1 * 1e6:6.2f} "
-                           f"{(p1 or 0) * 1e6:6.2f} {r1} | {_fmt_rate(1 / tN):>7s} {_fmt_rate(1 / tN1):>7s} "
-                           f"{_fmt_rate(1 / tNo):>7s} {_fmt_rate(1 / pN) if pN else '-':>7s} {rN} | "
-                           f"{flops / t1 / 1e9:5.2f} {flops / min(tN, tNo) / 1e9:5.2f} | {mcol}")
+            out += _model_rows(name, model, kernels, batch, rng, progress, builds)
         out.append("")
         out.append("build times (s): scalar library, vectorised library, total compile() call, then a second "
                    "compile() of the same model (cached reuse)" + (" -- fresh cache" if cold else ""))
@@ -297,6 +197,132 @@ def bench_report(models=DEFAULT_MODELS, kernels=KERNELS, batch=10000, cold=True,
             import shutil
             shutil.rmtree(tmp, ignore_errors=True)
     return "\n".join(out)
+
+
+def _header(comp, batch):
+    """The report's lines before its rows: the machine, the compiler, what each column holds, the header."""
+    try:
+        import mujoco
+        mj = f"MuJoCo {mujoco.__version__}"
+    except ImportError:
+        mj = "MuJoCo is not installed (its column stays empty)"
+    try:
+        import pinocchio as pin
+        pv = f"Pinocchio {pin.__version__}"
+    except ImportError:
+        pv = "Pinocchio not installed (its columns are empty)"
+    out = [f"machine: {platform.machine()} {_cpu_name()}, {os.cpu_count()} CPUs; Python "
+           f"{platform.python_version()}, NumPy {np.__version__}; {pv}; {mj}"]
+    out.append(f"compiler: {comp!r}" if comp else "compiler: none (NumPy fallback: these numbers are NOT "
+                                                 "compiled code)")
+    out.append("single: median time of one call from Python (us), ratio = sparsedyn / Pinocchio (<1: faster)")
+    out.append(f"batch: {batch} states, states/s. sparsedyn: one batched call, up to {os.cpu_count()} threads, fresh "
+               f"output (the default), the same on 1 thread, and into a preallocated out=; Pinocchio: a Python "
+               f"loop of single calls (results left in its Data, not copied out); ratio = sparsedyn default / "
+               f"Pinocchio (>1: faster)")
+    out.append("GF/s: IR flops / time (1: single call from Python; N: best batched)")
+    out.append("mj: MuJoCo's stages for the same result from Python (rnea: kinematics+comPos+comVel+rne; crba: "
+               "kinematics+comPos+makeM; aba: mj_forward, constraints off; minv: ...+factorM+solveM(I)); "
+               "ratio = sparsedyn / MuJoCo single-call time")
+    out.append("")
+    hdr = (f"{'model':13s} {'nv':>3s} {'kern':4s} {'flops':>6s} | {'sd us':>6s} {'pin us':>6s} {'ratio':>5s} | "
+           f"{'sd st/s':>7s} {'1 thr':>7s} {'out=':>7s} {'pin':>7s} {'ratio':>5s} | "
+           f"{'GF/s1':>5s} {'GF/sN':>5s} | {'mj us':>6s} {'ratio':>5s}")
+    return out + [hdr, "-" * len(hdr)]
+
+
+def _model_rows(name, model, kernels, batch, rng, progress, builds):
+    """The rows of ``model``'s ``kernels`` (compiled here; its build times appended to ``builds``)."""
+    if progress:
+        progress(f"{name}: compiling")
+    t0 = time.perf_counter()
+    k = sd.compile(model, kernels, vectorize=True, progress=progress)
+    t_build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sd.compile(model, kernels, vectorize=True)
+    t_reuse = time.perf_counter() - t0
+    secs = k.build_seconds
+    builds.append((name, model.nv, sum(t for n, t in secs.items() if n.endswith("-single")),
+                   sum(t for n, t in secs.items() if n.endswith("-batch")), t_build, t_reuse, k.built))
+    P, MJ = _pinocchio(model), _mujoco(model)
+    Q, V, A = _states(model, batch, rng)
+    pin_states = None
+    if P:
+        conv = P[3]
+        pin_states = tuple(np.ascontiguousarray(x) for x in (
+            conv.q_to_pinocchio(model, Q), conv.v_to_pinocchio(model, V), conv.tau_to_pinocchio(model, A)))
+    rows = []
+    for kern in kernels:
+        if progress:
+            progress(f"{name}: timing {kern}")
+        rows.append(_kernel_row(name, model, k, kern, (Q, V, A), P, pin_states, MJ, batch))
+    return rows
+
+
+def _kernel_row(name, model, k, kern, states, P, pin_states, MJ, batch):
+    """One row: the compiled kernel ``kern`` of ``k`` on one state and on the batch ``states``, beside
+    Pinocchio's (``P``: :func:`_pinocchio`'s, its states ``pin_states``) and MuJoCo's (``MJ``)."""
+    Q, V, A = states
+    q, v, a = Q[0].copy(), V[0].copy(), A[0].copy()
+    f = getattr(k, kern)
+    args = {"rnea": (q, v, a), "aba": (q, v, a), "crba": (q,), "minv": (q,)}[kern]
+    bargs = {"rnea": (Q, V, A), "aba": (Q, V, A), "crba": (Q,), "minv": (Q,)}[kern]
+    t1 = _median_call(f, args)
+    tN = min(timeit.repeat(lambda: f(*bargs), number=1, repeat=7)) / batch
+    k.threads, threads = 1, k.threads
+    tN1 = min(timeit.repeat(lambda: f(*bargs), number=1, repeat=5)) / batch
+    k.threads = threads
+    res = f(*bargs)
+    tNo = min(timeit.repeat(lambda: f(*bargs, out=res), number=1, repeat=7)) / batch
+    flops = k.flops(kern)["total"]
+    p1, pN = _pinocchio_times(kern, P, pin_states, batch) if P else (None, None)
+    mcol = _mujoco_column(model, kern, MJ, (q, v, a), t1) if MJ else f"{'-':>6s} {'-':>5s}"
+    r1 = f"{t1 / p1:5.2f}" if p1 else f"{'-':>5s}"
+    rN = f"{pN / tN:5.1f}" if pN else f"{'-':>5s}"
+    return (f"{name:13s} {model.nv:3d} {kern:4s} {flops:6d} | {t1 * 1e6:6.2f} "
+            f"{(p1 or 0) * 1e6:6.2f} {r1} | {_fmt_rate(1 / tN):>7s} {_fmt_rate(1 / tN1):>7s} "
+            f"{_fmt_rate(1 / tNo):>7s} {_fmt_rate(1 / pN) if pN else '-':>7s} {rN} | "
+            f"{flops / t1 / 1e9:5.2f} {flops / min(tN, tNo) / 1e9:5.2f} | {mcol}")
+
+
+def _pinocchio_times(kern, P, pin_states, batch):
+    """``(one call, a state of a loop)`` of Pinocchio's function for ``kern`` (seconds)."""
+    pin, pm, pd, _ = P
+    Qp, Vp, Ap = pin_states
+    qp, vp, ap = Qp[0].copy(), Vp[0].copy(), Ap[0].copy()
+    pf = {"rnea": pin.rnea, "aba": pin.aba, "crba": pin.crba, "minv": pin.computeMinverse}[kern]
+    pargs = {"rnea": (pm, pd, qp, vp, ap), "aba": (pm, pd, qp, vp, ap), "crba": (pm, pd, qp),
+             "minv": (pm, pd, qp)}[kern]
+    p1 = _median_call(pf, pargs)
+    cols = (Qp, Vp, Ap) if kern in ("rnea", "aba") else (Qp,)
+    nloop = min(batch, 10000)
+
+    def loop():
+        for row in zip(*(c[:nloop] for c in cols)):
+            pf(pm, pd, *row)
+    return p1, min(timeit.repeat(loop, number=1, repeat=3)) / nloop
+
+
+def _mujoco_column(model, kern, MJ, state, t1):
+    """MuJoCo's column for ``kern`` at ``state`` ``(q, v, a)``: its single-call time and our ratio to it
+    (``t1``), marked where its result differs from ours."""
+    q, v, a = state
+    mujoco, mm, d, conv = MJ
+    mjk = _mujoco_kernel(MJ, kern, model.nv)
+    T = conv.velocity_map(model, q)
+    d.qpos[:], d.qvel[:] = conv.q_to_mujoco(model, q), conv.v_to_mujoco(model, q, v)
+    d.qacc[:], d.qfrc_applied[:] = conv.a_to_mujoco(model, q, v, a), conv.tau_to_mujoco(model, q, a)
+    r = mjk()
+    r = np.array(r, copy=True) if kern != "crba" else None
+    if kern == "crba":
+        r = np.zeros((model.nv, model.nv))
+        mujoco.mj_fullM(mm, d, r)
+    ours = (T @ sd.rnea(model, q, v, a) if kern == "rnea" else T @ sd.crba(model, q) @ T.T
+            if kern == "crba" else conv.a_to_mujoco(model, q, v, sd.aba(model, q, v, a))
+            if kern == "aba" else T @ sd.minv(model, q) @ T.T)
+    same = np.abs(r - ours).max() <= 1e-8 * max(1.0, np.abs(ours).max())
+    m1 = _median_call(mjk, ())
+    return f"{m1 * 1e6:6.2f} {t1 / m1:5.2f}" + ("" if same else " (results differ!)")
 
 
 def call_overhead_report(model) -> str:

@@ -110,32 +110,43 @@ def run(robot, batch, derivatives, log):
     rows.append(r)
 
     if derivatives:
-        t0 = time.perf_counter()
-        d = k.contact_dynamics_derivatives(q1, v1, t1, contacts)
-        k.impulse_dynamics_derivatives(q1, v1, contacts)
-        log(f"{robot}: derivatives built in {time.perf_counter() - t0:.1f} s")
-        ref = o.dynamics_derivatives(q1, v1, t1)
+        rows += _derivative_rows(k, o, (pm, pd, cms, cds), (q1, v1, t1), (qp1, vp1, tp1), contacts, robot, log)
+    return rows
 
-        def pin_d():
-            pin.constraintDynamics(pm, pd, qp1, vp1, tp1, cms, cds)
-            pin.computeConstraintDynamicsDerivatives(pm, pd, cms, cds)
-        r = {"what": "contact_dynamics_derivatives", "pin_us": _best(pin_d, 500) * 1e6,
-             "comp_us": _best(lambda: k.contact_dynamics_derivatives(q1, v1, t1, contacts), 500) * 1e6,
-             "numpy_us": float("nan"), "err": max(_rel(x, y) for x, y in zip(d, ref)),
-             "pin_batch": float("nan"), "comp_batch": float("nan")}
-        rows.append(r)
-        d = k.impulse_dynamics_derivatives(q1, v1, contacts)
-        ref = o.impulse_derivatives(q1, v1)
-        ps = pin.ProximalSettings(1e-12, 0.0, 1)
 
-        def pin_id():
-            pin.impulseDynamics(pm, pd, qp1, vp1, cms, cds, 0.0, ps)
-            pin.computeImpulseDynamicsDerivatives(pm, pd, cms, cds, 0.0, ps)
-        r = {"what": "impulse_dynamics_derivatives", "pin_us": _best(pin_id, 500) * 1e6,
-             "comp_us": _best(lambda: k.impulse_dynamics_derivatives(q1, v1, contacts), 500) * 1e6,
-             "numpy_us": float("nan"), "err": max(_rel(x, y) for x, y in zip(d, ref)),
-             "pin_batch": float("nan"), "comp_batch": float("nan")}
-        rows.append(r)
+def _derivative_rows(k, o, pin_args, state, pin_state, contacts, robot, log):
+    """The rows of the compiled contact and impulse dynamics derivatives ``k`` beside Pinocchio's (``pin_args``
+    ``(model, data, constraint models, constraint datas)``) at one state (ours ``(q, v, tau)``, Pinocchio's
+    ``pin_state``), their errors against the oracle ``o``."""
+    import pinocchio as pin
+    pm, pd, cms, cds = pin_args
+    q1, v1, t1 = state
+    qp1, vp1, tp1 = pin_state
+    rows = []
+    t0 = time.perf_counter()
+    d = k.contact_dynamics_derivatives(q1, v1, t1, contacts)
+    k.impulse_dynamics_derivatives(q1, v1, contacts)
+    log(f"{robot}: derivatives built in {time.perf_counter() - t0:.1f} s")
+    ref = o.dynamics_derivatives(q1, v1, t1)
+
+    def pin_d():
+        pin.constraintDynamics(pm, pd, qp1, vp1, tp1, cms, cds)
+        pin.computeConstraintDynamicsDerivatives(pm, pd, cms, cds)
+    rows.append({"what": "contact_dynamics_derivatives", "pin_us": _best(pin_d, 500) * 1e6,
+                 "comp_us": _best(lambda: k.contact_dynamics_derivatives(q1, v1, t1, contacts), 500) * 1e6,
+                 "numpy_us": float("nan"), "err": max(_rel(x, y) for x, y in zip(d, ref)),
+                 "pin_batch": float("nan"), "comp_batch": float("nan")})
+    d = k.impulse_dynamics_derivatives(q1, v1, contacts)
+    ref = o.impulse_derivatives(q1, v1)
+    ps = pin.ProximalSettings(1e-12, 0.0, 1)
+
+    def pin_id():
+        pin.impulseDynamics(pm, pd, qp1, vp1, cms, cds, 0.0, ps)
+        pin.computeImpulseDynamicsDerivatives(pm, pd, cms, cds, 0.0, ps)
+    rows.append({"what": "impulse_dynamics_derivatives", "pin_us": _best(pin_id, 500) * 1e6,
+                 "comp_us": _best(lambda: k.impulse_dynamics_derivatives(q1, v1, contacts), 500) * 1e6,
+                 "numpy_us": float("nan"), "err": max(_rel(x, y) for x, y in zip(d, ref)),
+                 "pin_batch": float("nan"), "comp_batch": float("nan")})
     return rows
 
 

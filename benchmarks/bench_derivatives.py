@@ -109,10 +109,7 @@ def run_robot(robot, floating, batch, log):
 
     import erd
     import sparsedyn as sd
-    from sparsedyn.algorithms.derivatives import derivative_program
     from sparsedyn.interop import pinocchio as ip
-    from sparsedyn.kernels import REGISTRY
-    from sparsedyn.symbolic.trace import trace_kernel
 
     model, pm = erd.load_pair(robot, floating)
     pd = pm.createData()
@@ -121,22 +118,43 @@ def run_robot(robot, floating, batch, log):
     cases = _cases(model, pm, pin, ip, frame, pframe_of[frame])
     rng = np.random.default_rng(0)
     log(f"\n## {robot} ({'floating' if floating else 'fixed'} base, nv={model.nv}, frame {frame!r})")
+    _flop_table(model, cases, log)
+    t = time.perf_counter()
+    cm = sd.compile(model, kernels=tuple(n for n, c in cases.items() if not c[1]), vectorize=True)
+    log(f"\ncompile (all kernels without static arguments, single and batch forms): {time.perf_counter() - t:.1f} s")
+    x = _draw(model, rng)
+    _single_table(model, cm, cases, pm, pd, x, _to_pin(model, ip, x), log)
+    X = _draw(model, rng, batch)
+    _batch_table(model, cm, cases, pm, pd, X, [_to_pin(model, ip, {k: X[k][i] for k in X}) for i in range(batch)],
+                 log)
 
-    def draw(n=None):
-        one = lambda: {"q": model.random_configuration(rng), "p": model.random_configuration(rng),
-                       "v": rng.normal(size=model.nv), "a": rng.normal(size=model.nv),
-                       "t": rng.normal(size=model.nv), "f": rng.normal(size=(model.nbodies, 6))}
-        if n is None:
-            return one()
-        states = [one() for _ in range(n)]
-        return {k: np.stack([s[k] for s in states]) for k in states[0]}
 
-    def to_pin(x):
-        return {"q": ip.q_to_pinocchio(model, x["q"]), "p": ip.q_to_pinocchio(model, x["p"]),
-                "v": ip.v_to_pinocchio(model, x["v"]), "a": ip.v_to_pinocchio(model, x["a"]),
-                "t": ip.tau_to_pinocchio(model, x["t"]),
-                "f": ip.fext_to_pinocchio(model, x["f"]) if x["f"].ndim == 2 else None}
+def _draw(model, rng, n=None):
+    """A random state (``n`` None) or a batch of ``n``: ``q``, ``p`` (configurations), ``v``, ``a``, ``t``,
+    ``f`` (external forces)."""
+    one = lambda: {"q": model.random_configuration(rng), "p": model.random_configuration(rng),   # noqa: E731
+                   "v": rng.normal(size=model.nv), "a": rng.normal(size=model.nv),
+                   "t": rng.normal(size=model.nv), "f": rng.normal(size=(model.nbodies, 6))}
+    if n is None:
+        return one()
+    states = [one() for _ in range(n)]
+    return {k: np.stack([s[k] for s in states]) for k in states[0]}
 
+
+def _to_pin(model, ip, x):
+    """The state ``x`` (:func:`_draw`'s, one state) in Pinocchio's conventions."""
+    return {"q": ip.q_to_pinocchio(model, x["q"]), "p": ip.q_to_pinocchio(model, x["p"]),
+            "v": ip.v_to_pinocchio(model, x["v"]), "a": ip.v_to_pinocchio(model, x["a"]),
+            "t": ip.tau_to_pinocchio(model, x["t"]),
+            "f": ip.fext_to_pinocchio(model, x["f"]) if x["f"].ndim == 2 else None}
+
+
+def _flop_table(model, cases, log):
+    """The kernels' operation counts beside their primal's, and those of the AD programs of RNEA and ABA."""
+    import sparsedyn as sd
+    from sparsedyn.algorithms.derivatives import derivative_program
+    from sparsedyn.kernels import REGISTRY
+    from sparsedyn.symbolic.trace import trace_kernel
     log("\n| kernel | flops | primal flops | x primal | trace s |")
     log("|---|---|---|---|---|")
     for name, (_, static, _, primal) in cases.items():
@@ -152,11 +170,10 @@ def run_robot(robot, floating, batch, log):
         log(f"| (AD, {P.ad_mode} mode on {name}'s program) | {P.flops()['total']} | {pf} | "
             f"{P.flops()['total'] / pf:.1f} | {time.perf_counter() - t:.2f} |")
 
-    t = time.perf_counter()
-    cm = sd.compile(model, kernels=tuple(n for n, c in cases.items() if not c[1]), vectorize=True)
-    log(f"\ncompile (all kernels without static arguments, single and batch forms): {time.perf_counter() - t:.1f} s")
-    x = draw()
-    xp = to_pin(x)
+
+def _single_table(model, cm, cases, pm, pd, x, xp, log):
+    """One state from Python: the compiled model ``cm``'s kernels beside Pinocchio's and the NumPy path."""
+    import sparsedyn as sd
     log("\n| one state from Python | compiled us | Pinocchio us | x Pinocchio | NumPy path us |")
     log("|---|---|---|---|---|")
     for name, (names, static, pfn, _) in cases.items():
@@ -169,8 +186,10 @@ def run_robot(robot, floating, batch, log):
             t_n = _best(lambda: fn(model, *args, **static), 3, 3)
         log(f"| {name} | {t_c * 1e6:.1f} | {t_p * 1e6:.1f} | {t_c / t_p:.2f} | {t_n * 1e6:.0f} |")
 
-    X = draw(batch)
-    XP = [to_pin({k: X[k][i] for k in X}) for i in range(batch)]
+
+def _batch_table(model, cm, cases, pm, pd, X, XP, log):
+    """A batch (steady state): the compiled kernels on the runtime's threads and on one, beside a Pinocchio loop."""
+    batch = len(XP)
     threads = cm.threads
     log(f"\n| batch of {batch} (steady state) | compiled states/s ({threads} threads) | compiled, 1 thread | "
         f"Pinocchio loop states/s | x Pinocchio loop | x, 1 thread |")

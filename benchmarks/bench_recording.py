@@ -46,8 +46,6 @@ def main(argv=None):
     import sparsedyn as sd
     from sparsedyn.estimation import problem_from_file
     from sparsedyn.estimation.casestudy import consistent_state
-    from sparsedyn.estimation.recordings import estimate_recording
-    from sparsedyn.interop.dask import DaskRunner, local_cluster
 
     log = []
 
@@ -74,6 +72,30 @@ def main(argv=None):
     say(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start; "
         f"python {platform.python_version()}; chunks of {args.chunk:,} rows")
     rows = []
+    same = _runs(est, k, (Q, V, Y), args, say, rows)
+    base = max(rows[0][1], rows[-1][1])            # the slower of the two baselines: the ratio's lower end
+    best = min(rows[0][1], rows[-1][1])
+    say("")
+    say(f"Dask output equal to the in-process run bit for bit: {same}")
+    say("")
+    say("| run | seconds | states/s | vs the batched call (slower .. faster of runs 1, 4) |")
+    say("|---|---:|---:|---:|")
+    for label, dt in rows:
+        say(f"| {label} | {dt:.1f} | {n / dt:,.0f} | {best / dt:.0%} .. {base / dt:.0%} |")
+    say("")
+    say(f"load average at the end {os.getloadavg()[0]:.1f}")
+    say(f"command: {' '.join([Path(sys.executable).name, 'benchmarks/bench_recording.py'] + (argv or sys.argv[1:]))}")
+
+
+def _runs(est, k, states, args, say, rows):
+    """The four runs on the recording of ``states`` ``(Q, V, Y)`` (written to a temporary .npz): the batched
+    call, ``estimate_recording`` on Dask workers and in this process (all cores, one thread), the batched call
+    again; each ``(label, seconds)`` appended to ``rows``.  Returns whether Dask's output equals the in-process
+    run's bit for bit."""
+    from sparsedyn.estimation.recordings import estimate_recording
+    from sparsedyn.interop.dask import DaskRunner, local_cluster
+    Q, V, Y = states
+    n = len(Q)
 
     def batched(label):
         t0 = time.perf_counter()
@@ -111,19 +133,7 @@ def main(argv=None):
         a1, a2 = np.load(Path(tmp) / "dask.npz"), np.load(Path(tmp) / "here.npz")
         same = all(np.array_equal(a1[f], a2[f]) for f in a1.files)
         batched("4. one in-process batched call again")
-    base = max(rows[0][1], rows[-1][1])            # the slower of the two baselines: the ratio's lower end
-    best = min(rows[0][1], rows[-1][1])
-    say("")
-    say(f"Dask output equal to the in-process run bit for bit: {same}")
-    say("")
-    say("| run | seconds | states/s | vs the batched call (slower .. faster of runs 1, 4) |")
-    say("|---|---:|---:|---:|")
-    for label, dt in rows:
-        say(f"| {label} | {dt:.1f} | {n / dt:,.0f} | {best / dt:.0%} .. {base / dt:.0%} |")
-    say("")
-    say(f"load average at the end {os.getloadavg()[0]:.1f}")
-    say(f"command: {' '.join([Path(sys.executable).name, 'benchmarks/bench_recording.py'] + (argv or sys.argv[1:]))}")
-
+    return same
 
 if __name__ == "__main__":
     main()

@@ -128,84 +128,133 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, sto
     # MuJoCo's layout (quaternion w x y z, a free joint's linear velocity in the world) -> the model's
     q, v = q_from_mujoco(model, qpos), v_from_mujoco(model, qpos, qvel)
     tau, dt = np.zeros(model.nv), m.opt.timestep
+    _header(name, model, scene, q, d)
+    with sd.use_backend("native", deterministic=True):
+        first, times = _step_rows(model, scene, q, v, tau, dt, repeat)
+        rollout_cpu = _rollout_times(model, scene, q, v, tau, dt, repeat, times) if rollout else None
+        Q = _collision_batch_times(model, scene, q, repeat, times)
+    with sd.use_backend("numpy"):
+        times["  collide on the NumPy road"] = best_us(lambda: sd.collide(scene, q), repeat)
+    qpos_batch = np.array([q_to_mujoco(model, x) for x in Q])
+    mj = _mujoco_times(m, d, qpos, qvel, qpos_batch, repeat)
+    _print_rows(times, mj, repeat, rollout_cpu)
+    _same_count_rows(m, qpos, qvel, scene.margin, len(first.impulses), times, repeat)
+    if rollout:
+        _long_rollout_row(m, d, model, q, v, tau, dt)
+    _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat, _last(trajectory, DERIVATIVE_BATCH))
+    if batch_step:
+        moved = (qpos_batch, np.repeat(qvel[None], BATCH, 0))
+        states = {"the collision row's (joints moved 0.05 rad), the settled v": moved,
+                  f"the last {BATCH} states of MuJoCo's settling": _last(trajectory, BATCH)}
+        for label, (qp, qv) in states.items():
+            _batch_step_rows(label, m, model, qp, qv, dt, max(3, repeat // 20))
+
+
+def _header(name, model, scene, q, d):
+    """The case's line: its hits and contacts at ``q`` (on the NumPy road), MuJoCo's contact count."""
     with sd.use_backend("numpy"):
         hits = sd.collide(scene, q)
         contacts = scene_contacts(scene, q, hits)
     print(f"{name}: nv={model.nv}; sparsedyn hits {len(hits.distances)} ({int(np.sum(hits.distances < 0))} "
           f"penetrating, the others within the margin {scene.margin:g} m; contacts {len(contacts)}, "
           f"per-body slots {len(scene_slots(scene, contacts).frames)}); MuJoCo ncon {d.ncon} (margin 0: penetrating)")
-    with sd.use_backend("native", deterministic=True):
-        t = time.perf_counter()
-        sd.contact_step(model, q, v, tau, scene, dt)                        # the builds (timed apart)
-        print(f"  first native step (builds): {time.perf_counter() - t:.1f} s")
-        # the slots the step ran in (its contacts within the look-ahead, not collide's margin): per body
-        # (each body's contacts rounded up to a power of two) or the scene's data slots (data_slots.least_slots)
-        print("  the step's slots: " + (f"{len(scene.cache['step_slots'])} bodies, "
-                                        f"{sum(scene.cache['step_slots'].values())} per-body slots"
-                                        if runs_per_body(scene) else
-                                        f"{scene.cache.get('data_slot_count', 0)} data slots") +
-              f" (compiled up to {MAX_COMPILED_CONTACTS}; more: the NumPy road)")
-        kp = kernel_plan(scene)
-        first = sd.contact_step(model, q, v, tau, scene, dt)
-        warm_start = first.impulses                    # MuJoCo's d.qacc_warmstart holds its last solution too
-        print(f"  solver iterations: {int(first.iterations)} cold, "
-              f"{int(sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start).iterations)} warm-started")
-        # the slots the step runs in: per body where one body alone touches, else the scene's data slots
-        inside = not runs_per_body(scene)
-        from_kernel = scene_slot_data(scene, q, ahead=(v, dt), data_slots=inside)    # None: a pair of no closed form
-        slots = scene_slots(scene, scene_contacts(scene, q, step_hits(scene, q, v, dt))) if from_kernel is None else \
-            from_kernel[2] if inside else from_kernel[1]
-        if from_kernel is None and inside:
-            slots = data_slots(scene, q, slots)
-        if from_kernel is None:
-            print("  the step's contact data come from Contact objects (pairs of meshes: no closed form in the "
-                  "collision kernel)")
-        settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
-        reach, look = body_reach(scene)[0], np.array([scene.margin, dt])
-        warm = np.zeros((len(slots.frames), 3))
-        ours = {
-            "collide": lambda: sd.collide(scene, q),
-            "  collision kernel (one native call)": lambda: collision_candidates(model, q, kp.shapes, kp.pairs),
-            "  with the broad phase (near)": lambda: sd.collision_candidates_near(model, q, kp.shapes, kp.cutoff,
-                                                                                     kp.pairs),
-            "  with the look-ahead (the step's)": lambda: sd.collision_candidates_ahead(model, q, v, kp.shapes, reach,
-                                                                                       look, kp.pairs),
+
+
+def _step_rows(model, scene, q, v, tau, dt, repeat):
+    """``(the first step, {row: us})``: the builds, the step's slots and iterations (printed), then the times of
+    ``collide``, the collision kernel's forms, ``contact_step`` cold and warm-started and its phases."""
+    t = time.perf_counter()
+    sd.contact_step(model, q, v, tau, scene, dt)                        # the builds (timed apart)
+    print(f"  first native step (builds): {time.perf_counter() - t:.1f} s")
+    # the slots the step ran in (its contacts within the look-ahead, not collide's margin): per body
+    # (each body's contacts rounded up to a power of two) or the scene's data slots (data_slots.least_slots)
+    print("  the step's slots: " + (f"{len(scene.cache['step_slots'])} bodies, "
+                                    f"{sum(scene.cache['step_slots'].values())} per-body slots"
+                                    if runs_per_body(scene) else
+                                    f"{scene.cache.get('data_slot_count', 0)} data slots") +
+          f" (compiled up to {MAX_COMPILED_CONTACTS}; more: the NumPy road)")
+    first = sd.contact_step(model, q, v, tau, scene, dt)
+    warm_start = first.impulses                    # MuJoCo's d.qacc_warmstart holds its last solution too
+    print(f"  solver iterations: {int(first.iterations)} cold, "
+          f"{int(sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start).iterations)} warm-started")
+    ours = {"collide": lambda: sd.collide(scene, q),
+            **_collision_kernel_rows(model, scene, q, v, dt),
             "contact_step": lambda: sd.contact_step(model, q, v, tau, scene, dt),
             "contact_step, warm-started": lambda: sd.contact_step(model, q, v, tau, scene, dt, warm_start=warm_start),
-            "  contact data from the kernel": lambda: scene_slot_data(scene, q, ahead=(v, dt), data_slots=inside),
+            **_phase_rows(model, scene, q, v, tau, dt)}
+    return first, {k: best_us(f, repeat) for k, f in ours.items()}
+
+
+def _collision_kernel_rows(model, scene, q, v, dt):
+    """The collision kernel's rows: alone, with the broad phase, with the look-ahead (the step's)."""
+    kp = kernel_plan(scene)
+    reach, look = body_reach(scene)[0], np.array([scene.margin, dt])
+    return {"  collision kernel (one native call)": lambda: collision_candidates(model, q, kp.shapes, kp.pairs),
+            "  with the broad phase (near)": lambda: sd.collision_candidates_near(model, q, kp.shapes, kp.cutoff,
+                                                                                 kp.pairs),
+            "  with the look-ahead (the step's)": lambda: sd.collision_candidates_ahead(model, q, v, kp.shapes, reach,
+                                                                                   look, kp.pairs)}
+
+
+def _phase_rows(model, scene, q, v, tau, dt):
+    """The step's phases: its contact data (from the kernel, in the slots the step runs in: per body where one
+    body alone touches, else the scene's data slots; and from Contact objects), the native solve, and the
+    step's one native call where the layout holds its contacts (robot meshes on a plane: with their rows and
+    the look-ahead found before it, in one call of the mesh-plane routine)."""
+    inside = not runs_per_body(scene)
+    from_kernel = scene_slot_data(scene, q, ahead=(v, dt), data_slots=inside)    # None: a pair of no closed form
+    slots = scene_slots(scene, scene_contacts(scene, q, step_hits(scene, q, v, dt))) if from_kernel is None else \
+        from_kernel[2] if inside else from_kernel[1]
+    if from_kernel is None and inside:
+        slots = data_slots(scene, q, slots)
+    if from_kernel is None:
+        print("  the step's contact data come from Contact objects (pairs of meshes: no closed form in the "
+              "collision kernel)")
+    settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
+    warm = np.zeros((len(slots.frames), 3))
+    rows = {"  contact data from the kernel": lambda: scene_slot_data(scene, q, ahead=(v, dt), data_slots=inside),
             "  contact data from Contact objects": lambda: scene_slots(scene, scene_contacts(scene, q, step_hits(
                 scene, q, v, dt))),
             "  native solve (contact_step_kernel)": lambda: contact_step_kernel(model, q, v, tau, settings, warm,
-                                                                                slots.data, slots.frames),
-        }
-        if from_kernel is None:
-            del ours["  contact data from the kernel"]
-        # the step's one native call, where the layout holds its contacts (robot meshes on a plane: with
-        # their rows and the look-ahead found before it, in one call of the mesh-plane routine)
-        if fused_step(model, q, v, tau, scene, dt, settings) is not None:
-            ours[FUSED] = lambda: fused_step(model, q, v, tau, scene, dt, settings)
-        times = {k: best_us(f, repeat) for k, f in ours.items()}
-        # a trajectory: each step warm-started from the matched impulses of the step before
-        if rollout:
-            runs = max(ROLLOUT_RUNS, repeat // 10)
-            roll = lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT)        # noqa: E731
-            times[f"rollout, per step ({ROLLOUT} steps)"] = best_us(roll, runs) / ROLLOUT
-            rollout_cpu = best_us(roll, runs, time.process_time) / ROLLOUT
-            if np.any(model.joint_dynamics.stiffness) or np.any(model.joint_dynamics.damping):
-                for row, passive in ((SPRUNG, True), (IMPLICIT, "implicit")):
-                    sd.rollout(model, q, v, tau, scene, dt, ROLLOUT, passive=passive)    # (builds its kernels)
-                    times[row] = best_us(lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT, passive=passive),
-                                         runs) / ROLLOUT
-        # a batch: the settled state with its joints moved a little (whole-batch times, microseconds)
-        rng = np.random.default_rng(0)
-        Q = np.repeat(q[None], BATCH, 0)
-        Q[:, 7:] += 0.05 * rng.standard_normal((BATCH, model.nq - 7)) if model.nq > 7 else 0.0
-        Q = np.asarray(sd.normalize(model, Q))                              # (a second free body's quaternion)
-        collision_candidates(model, Q, kp.shapes, kp.pairs)                 # builds the batch form
-        times[f"collision kernel, {BATCH} states"] = best_us(
-            lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20))
-    with sd.use_backend("numpy"):
-        times["  collide on the NumPy road"] = best_us(lambda: sd.collide(scene, q), repeat)
+                                                                                slots.data, slots.frames)}
+    if from_kernel is None:
+        del rows["  contact data from the kernel"]
+    if fused_step(model, q, v, tau, scene, dt, settings) is not None:
+        rows[FUSED] = lambda: fused_step(model, q, v, tau, scene, dt, settings)
+    return rows
+
+
+def _rollout_times(model, scene, q, v, tau, dt, repeat, times):
+    """A trajectory's rows (each step warm-started from the matched impulses of the step before) into
+    ``times``, and with the joints' springs and dampers where the model has them; returns the plain
+    rollout's CPU time a step."""
+    runs = max(ROLLOUT_RUNS, repeat // 10)
+    roll = lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT)        # noqa: E731
+    times[f"rollout, per step ({ROLLOUT} steps)"] = best_us(roll, runs) / ROLLOUT
+    if np.any(model.joint_dynamics.stiffness) or np.any(model.joint_dynamics.damping):
+        for row, passive in ((SPRUNG, True), (IMPLICIT, "implicit")):
+            sd.rollout(model, q, v, tau, scene, dt, ROLLOUT, passive=passive)    # (builds its kernels)
+            times[row] = best_us(lambda: sd.rollout(model, q, v, tau, scene, dt, ROLLOUT, passive=passive),
+                                 runs) / ROLLOUT
+    return best_us(roll, runs, time.process_time) / ROLLOUT
+
+
+def _collision_batch_times(model, scene, q, repeat, times):
+    """The collision kernel on a batch: the settled state with its joints moved a little (the whole batch's
+    time into ``times``); returns the batch's states."""
+    kp = kernel_plan(scene)
+    rng = np.random.default_rng(0)
+    Q = np.repeat(q[None], BATCH, 0)
+    Q[:, 7:] += 0.05 * rng.standard_normal((BATCH, model.nq - 7)) if model.nq > 7 else 0.0
+    Q = np.asarray(sd.normalize(model, Q))                              # (a second free body's quaternion)
+    collision_candidates(model, Q, kp.shapes, kp.pairs)                 # builds the batch form
+    times[f"collision kernel, {BATCH} states"] = best_us(
+        lambda: collision_candidates(model, Q, kp.shapes, kp.pairs), max(3, repeat // 20))
+    return Q
+
+
+def _mujoco_times(m, d, qpos, qvel, qpos_batch, repeat):
+    """MuJoCo's rows beside ours: ``{row: (its name, us)}``."""
     d2 = mujoco.MjData(m)
 
     def mj_collision():
@@ -221,38 +270,44 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, sto
             mujoco.mj_step(m, d2)
         return run
 
-    def mj_rollout(off):
-        """MuJoCo's rollout of the same steps from the settled state (its last solution the first warm
-        start), the flags ``off`` switched off: its joints' springs and dampers (as ours without
-        ``passive``), its implicit damping (as ours with ``passive=True``), or none (``"implicit"``)."""
-        flags = m.opt.disableflags
-
-        def run():
-            m.opt.disableflags = flags | off
-            d2.qpos[:], d2.qvel[:], d2.qacc_warmstart[:] = qpos, qvel, d.qacc_warmstart
-            for _ in range(ROLLOUT):
-                mujoco.mj_step(m, d2)
-            m.opt.disableflags = flags
-        return run
-
-    runs = max(ROLLOUT_RUNS, repeat // 10)
-    mj = {"collide": ("mj_kinematics+mj_collision", best_us(mj_collision, repeat)),
-          "contact_step": ("mj_step (cold)", best_us(mj_step(True), repeat)),
-          "contact_step, warm-started": ("mj_step (warm)", best_us(mj_step(False), repeat))}
-    off = mujoco.mjtDisableBit
-    mj[f"rollout, per step ({ROLLOUT} steps)"] = ("mj rollout, limp", best_us(mj_rollout(
-        int(off.mjDSBL_SPRING | off.mjDSBL_DAMPER)), runs) / ROLLOUT)
-    mj[SPRUNG] = ("mj rollout, EULERDAMP off", best_us(mj_rollout(int(off.mjDSBL_EULERDAMP)), runs) / ROLLOUT)
-    mj[IMPLICIT] = ("mj rollout", best_us(mj_rollout(0), runs) / ROLLOUT)
-    qpos_batch = np.array([q_to_mujoco(model, x) for x in Q])
-
     def mj_collision_loop():
         for x in qpos_batch:
             d2.qpos[:] = x
             mujoco.mj_kinematics(m, d2)
             mujoco.mj_collision(m, d2)
 
+    runs = max(ROLLOUT_RUNS, repeat // 10)
+    mj = {"collide": ("mj_kinematics+mj_collision", best_us(mj_collision, repeat)),
+          "contact_step": ("mj_step (cold)", best_us(mj_step(True), repeat)),
+          "contact_step, warm-started": ("mj_step (warm)", best_us(mj_step(False), repeat))}
+    off = mujoco.mjtDisableBit
+    mj[f"rollout, per step ({ROLLOUT} steps)"] = ("mj rollout, limp", best_us(_mj_rollout(
+        m, d, d2, qpos, qvel, int(off.mjDSBL_SPRING | off.mjDSBL_DAMPER)), runs) / ROLLOUT)
+    mj[SPRUNG] = ("mj rollout, EULERDAMP off", best_us(_mj_rollout(m, d, d2, qpos, qvel, int(off.mjDSBL_EULERDAMP)),
+                                                       runs) / ROLLOUT)
+    mj[IMPLICIT] = ("mj rollout", best_us(_mj_rollout(m, d, d2, qpos, qvel, 0), runs) / ROLLOUT)
     mj[f"collision kernel, {BATCH} states"] = ("mj_collision loop", best_us(mj_collision_loop, max(3, repeat // 20)))
+    return mj
+
+
+def _mj_rollout(m, d, d2, qpos, qvel, off):
+    """MuJoCo's rollout of the same steps from the settled state (its last solution the first warm
+    start), the flags ``off`` switched off: its joints' springs and dampers (as ours without
+    ``passive``), its implicit damping (as ours with ``passive=True``), or none (``"implicit"``)."""
+    flags = m.opt.disableflags
+
+    def run():
+        m.opt.disableflags = flags | off
+        d2.qpos[:], d2.qvel[:], d2.qacc_warmstart[:] = qpos, qvel, d.qacc_warmstart
+        for _ in range(ROLLOUT):
+            mujoco.mj_step(m, d2)
+        m.opt.disableflags = flags
+    return run
+
+
+def _print_rows(times, mj, repeat, rollout_cpu):
+    """The table of ``times`` beside MuJoCo's ``mj``, and the rest of ``contact_step`` (its time less its
+    phases')."""
     data = times.get("  contact data from the kernel", times["  contact data from Contact objects"])
     solve = times["  native solve (contact_step_kernel)"]
     rest = times["contact_step"] - (times[FUSED] if FUSED in times else data + solve)
@@ -279,16 +334,6 @@ def case(name, xml_path, xml, settle, repeat, batch_step=True, rollout=True, sto
         ratio = f"{times[k] / t:7.1f}" if t else ""
         cpu = f"   (cpu {rollout_cpu:.1f} us)" if k.startswith("rollout") else ""
         print(f"  {k:40s} {times[k]:8.1f} us   {mj_col:28s} {ratio}{cpu}")
-    _same_count_rows(m, qpos, qvel, scene.margin, len(first.impulses), times, repeat)
-    if rollout:
-        _long_rollout_row(m, d, model, q, v, tau, dt)
-    _derivative_rows(m, model, scene, qpos, qvel, q, v, tau, dt, repeat, _last(trajectory, DERIVATIVE_BATCH))
-    if batch_step:
-        moved = (qpos_batch, np.repeat(qvel[None], BATCH, 0))
-        states = {"the collision row's (joints moved 0.05 rad), the settled v": moved,
-                  f"the last {BATCH} states of MuJoCo's settling": _last(trajectory, BATCH)}
-        for label, (qp, qv) in states.items():
-            _batch_step_rows(label, m, model, qp, qv, dt, max(3, repeat // 20))
 
 
 def collide_rows(name, xml_path, xml, settle, repeat, stops=False):

@@ -52,18 +52,26 @@ def main(argv=None):
     if not args.cache:
         os.environ["SPARSEDYN_CACHE_DIR"] = tempfile.mkdtemp(prefix="sparsedyn-bench-")
     import pinocchio as pin
+    lines = ["# sparsedyn model toolkit beside Pinocchio " + pin.__version__, ""]
+    rng = np.random.default_rng(0)
+    lines += _coriolis_rows(args.states, rng)
+    lines += _se3_rows(args.batch, rng)
+    print("\n".join(lines))
+
+
+def _coriolis_rows(N, rng):
+    """The compiled ``coriolis_matrix`` of talos_reduced (floating base) beside Pinocchio's
+    ``computeCoriolisMatrix``: one state and a batch of ``N`` (per state, against a Python loop)."""
+    import pinocchio as pin
     import sparsedyn as sd
     from sparsedyn.interop import example_robot_data_dir
     from sparsedyn.interop import pinocchio as ip
-
-    lines = ["# sparsedyn model toolkit beside Pinocchio " + pin.__version__, ""]
     path = os.path.join(example_robot_data_dir(), "talos_data", "robots", "talos_reduced.urdf")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = sd.load_urdf(path, floating_base=True)
     pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer())
     pd = pm.createData()
-    rng = np.random.default_rng(0)
     q = model.random_configuration(rng)
     v = rng.normal(size=model.nv)
     qp, vp = ip.q_to_pinocchio(model, q), ip.v_to_pinocchio(model, v)
@@ -74,11 +82,10 @@ def main(argv=None):
     Cp = ip.tau_from_pinocchio(model, ip.v_from_pinocchio(model, pin.computeCoriolisMatrix(pm, pd, qp, vp)).T).T
     err = np.abs(C - Cp).max() / max(1.0, np.abs(Cp).max())
     ts, tp = paired(lambda: k.coriolis_matrix(q, v), lambda: pin.computeCoriolisMatrix(pm, pd, qp, vp), 2000)
-    lines += [f"## coriolis_matrix, talos_reduced floating base (nv = {model.nv}); build {build:.1f} s; "
-              f"max difference {err:.1e}", "",
-              "| call | sparsedyn compiled | Pinocchio computeCoriolisMatrix | ratio |", "|---|---:|---:|---:|",
-              f"| one state | {ts * 1e6:.2f} us | {tp * 1e6:.2f} us | {ts / tp:.2f} |"]
-    N = args.states
+    lines = [f"## coriolis_matrix, talos_reduced floating base (nv = {model.nv}); build {build:.1f} s; "
+             f"max difference {err:.1e}", "",
+             "| call | sparsedyn compiled | Pinocchio computeCoriolisMatrix | ratio |", "|---|---:|---:|---:|",
+             f"| one state | {ts * 1e6:.2f} us | {tp * 1e6:.2f} us | {ts / tp:.2f} |"]
     Q = np.stack([model.random_configuration(rng) for _ in range(N)])
     V = rng.normal(size=(N, model.nv))
     QP = ip.q_to_pinocchio(model, Q)
@@ -93,14 +100,14 @@ def main(argv=None):
     tl = best(loop, 1, 3)
     lines.append(f"| batch of {N} (per state) | {tb / N * 1e6:.2f} us | {tl / N * 1e6:.2f} us (Python loop) | "
                  f"{tb / tl:.2f} |")
+    return lines
 
-    n = args.batch
-    w = rng.normal(size=(n, 3))
-    w *= (rng.uniform(0, np.pi - 1e-3, n) / np.linalg.norm(w, axis=1))[:, None]
-    xi = np.concatenate([w, rng.normal(size=(n, 3))], -1)
-    R, p = sd.exp6(xi)
-    motions = [pin.Motion(x[3:], x[:3]) for x in xi]
-    poses = [pin.SE3(R[i], p[i]) for i in range(n)]
+
+def _se3_kernels():
+    """Two models (a free body: ``v`` a twist; two revolute bodies: ``f_ext`` (2, 6) a pose ``(R, p)``) compiled
+    with user kernels of the SE(3) maps: ``(kt, kp)``, ``kt.exp6_k``, ``kt.jexp6_k``, ``kp.log6_k``,
+    ``kp.jlog6_k``."""
+    import sparsedyn as sd
     free = sd.ModelBuilder("twist")
     free.add_body("b", None, sd.make_joint("free"), mass=1.0)
     free = free.build()                                         # v: (6,), a twist
@@ -127,7 +134,21 @@ def main(argv=None):
     kt = sd.compile(free, kernels=[exp6_k, jexp6_k], vectorize=True)
     # vectorize=False: the SIMD batch library calls atan2 lane by lane at ~1 us a call on this machine
     # (the scalar batch loop: ~30 ns), so log3's atan2 would dominate
-    kp = sd.compile(two, kernels=[log6_k, jlog6_k], vectorize=False)
+    return kt, sd.compile(two, kernels=[log6_k, jlog6_k], vectorize=False)
+
+
+def _se3_rows(n, rng):
+    """The SE(3) maps on ``n`` twists or poses: one NumPy batch call and one compiled batch call beside a
+    Python loop of Pinocchio calls."""
+    import pinocchio as pin
+    import sparsedyn as sd
+    w = rng.normal(size=(n, 3))
+    w *= (rng.uniform(0, np.pi - 1e-3, n) / np.linalg.norm(w, axis=1))[:, None]
+    xi = np.concatenate([w, rng.normal(size=(n, 3))], -1)
+    R, p = sd.exp6(xi)
+    motions = [pin.Motion(x[3:], x[:3]) for x in xi]
+    poses = [pin.SE3(R[i], p[i]) for i in range(n)]
+    kt, kp = _se3_kernels()
     F = np.concatenate([R.reshape(n, 9), p], -1).reshape(n, 2, 6)
     assert np.abs(kp.log6_k(F) - sd.log6((R, p))).max() < 1e-12
     assert np.abs(kt.exp6_k(xi)[1] - p).max() < 1e-12
@@ -143,11 +164,9 @@ def main(argv=None):
         c, b2 = paired(comp, theirs, 1, 5)
         b = min(b, b2)
         rows.append(f"| {name} | {a * 1e3:.2f} ms | {c * 1e3:.2f} ms | {b * 1e3:.2f} ms | {b / a:.1f}x | {b / c:.1f}x |")
-    lines += ["", f"## SE(3) maps on {n} twists / poses (one batch call vs a Python loop of Pinocchio calls)", "",
-              "| function | sparsedyn NumPy batch | sparsedyn compiled batch | Pinocchio loop | speed-up NumPy | "
-              "speed-up compiled |", "|---|---:|---:|---:|---:|---:|"] + rows
-    print("\n".join(lines))
-
+    return ["", f"## SE(3) maps on {n} twists / poses (one batch call vs a Python loop of Pinocchio calls)", "",
+            "| function | sparsedyn NumPy batch | sparsedyn compiled batch | Pinocchio loop | speed-up NumPy | "
+            "speed-up compiled |", "|---|---:|---:|---:|---:|---:|"] + rows
 
 if __name__ == "__main__":
     sys.exit(main())
