@@ -4,7 +4,9 @@ callable and the slots' data kept for them, and equal those the first road makes
 FoundContacts, slots and plan lookup; the memo cleared) bit for bit, in per-body slots (in order, with
 free slots) and in the scene's data slots (a two-body contact), where a sliding point's or a turning
 normal's ``K`` is told at each state too; they equal central differences of the step and the NumPy road;
-a layout not met before, and another road (a new time step), take the first road."""
+a layout not met before, and another road (a new time step), take the first road.  The layout last
+replayed, where its derivatives are one kernel on the step's call's arrays, is differentiated in the
+step's call itself, bit for bit as the lookup's road."""
 
 import itertools
 
@@ -17,7 +19,8 @@ from test_friction_derivatives import DT, FIELDS, NATURAL, TOL, check_against_di
 from test_fused_derivatives import _equal
 from test_scene_derivatives import NOISE, _bound, _touching
 from test_slot_modes_native import SCENES
-from sparsedyn.contact import derivative_replay, fused_derivatives, slot_modes_native
+from sparsedyn.contact import derivative_replay, friction, fused_derivatives, scene_fused, slot_modes_native
+from test_scene_fused import _box
 
 #: Scenes on the fused road: per-body slots in order, a two-body contact (the scene's data slots), a
 #: layout with free slots, slots whose ``K`` is told at each state (a sliding point, a turning normal, both),
@@ -26,15 +29,25 @@ FUSED = ("box on floor", "hand on torso, gravity", "tilted box, free slots", "eg
          "ball on egg, egg on floor", "ball on post", "wheel's cap on globe")
 
 
-def _counting(monkeypatch):
-    """A list that gets, per call of fused_derivatives' replay lookup, whether it answered."""
-    hits, real = [], derivative_replay.replayed
+def _counting(monkeypatch, in_the_call=False):
+    """A list that gets, per call of fused_derivatives' replay lookup, whether it answered; the layout last
+    replayed not handed to the step's call (:func:`~sparsedyn.contact.derivative_replay.in_the_call`: every
+    layout met again asks the lookup) unless ``in_the_call``, and then ``"in the call"`` appended where it
+    was handed."""
+    hits, real, real_call = [], derivative_replay.replayed, derivative_replay.in_the_call
 
     def counted(*args):
         got = real(*args)
         hits.append(got is not None)
         return got
+
+    def handed(*args):
+        got = real_call(*args) if in_the_call else None
+        if got is not None:
+            hits.append("in the call")
+        return got
     monkeypatch.setattr(fused_derivatives, "replayed", counted)
+    monkeypatch.setattr(fused_derivatives, "in_the_call", handed)
     return hits
 
 
@@ -58,6 +71,74 @@ def test_a_layout_met_again_is_replayed_bit_for_bit(name, monkeypatch):
         assert hits == [True, False]
         assert scene.cache[derivative_replay._KEY][2]                             # kept again by that road
     _equal(d, first, name)
+
+
+#: The scenes whose replayed derivatives are one kernel on the step's call's own arrays (per-body slots, no
+#: shape told at the hit or at each state): the layout last replayed goes into the step's call.
+IN_THE_CALL = ("box on floor", "tilted box, free slots")
+
+
+@pytest.mark.parametrize("name", FUSED)
+def test_the_layout_last_replayed_is_differentiated_in_the_steps_call_bit_for_bit(name, monkeypatch):
+    """A layout met again whose replayed callable is one kernel on the call's arrays is handed to the step's
+    call, which returns its blocks beside the step (the lookup not asked), equal bit for bit to the lookup's
+    road; any other layout is never handed over.  A state of other contacts (lifted clear) then takes the
+    lookup's road however the layout handed over stands."""
+    model, scene, q, v, tau, opt = SCENES[name]()
+    opt = dict(opt, tol=TOL)
+    again = _moved(model, q, 1e-7)                                                 # the same contacts
+    with sd.use_backend("native", deterministic=True):
+        for _ in range(3):
+            sd.contact_step_derivatives(model, q, v, tau, scene, DT, **opt)       # (builds; kept; replayed)
+        hits = _counting(monkeypatch, in_the_call=True)
+        d = sd.contact_step_derivatives(model, again, v, tau, scene, DT, **opt)
+        assert hits == (["in the call"] if name in IN_THE_CALL else [True]), hits
+        hits.clear()
+        monkeypatch.setattr(fused_derivatives, "in_the_call", lambda *args: None)
+        looked_up = sd.contact_step_derivatives(model, again, v, tau, scene, DT, **opt)
+        assert hits == [True]
+    _equal(d, looked_up, name)
+    if name == "box on floor":
+        up = lifted(q, 0.5)
+        with sd.use_backend("native", deterministic=True):
+            hits = _counting(monkeypatch, in_the_call=True)
+            clear = sd.contact_step_derivatives(model, up, v, tau, scene, DT, **opt)
+            assert hits == ["in the call", False] and len(clear.step.impulses) == 0
+        with sd.use_backend("numpy"):
+            ref = sd.contact_step_derivatives(model, up, v, tau, scene, DT, **opt)
+        bound = _bound(model, up, v, tau, scene, opt)
+        for f in FIELDS:
+            assert rel_err(getattr(clear, f) / NATURAL[f], getattr(ref, f) / NATURAL[f]) <= bound, (f, bound)
+
+
+def test_the_native_call_runs_the_blocks_of_the_layout_it_is_handed():
+    """Handed a layout and its derivatives' blocks kernel (``derive``, beside ``chain`` True), the native call
+    returns the step's arrays and index bit for bit as without it and, where the step's layout is that one,
+    the kernel's answer on the step's arrays, bit for bit the kernel's own call on them; a layout of other
+    contacts (one slot shifted) gets the layout's answer as without ``derive``; a ``derive`` not of seven
+    entries, or without ``chain`` True, is a TypeError naming it."""
+    scene, q, v, tau = _box()
+    with sd.use_backend("native", deterministic=True):
+        for _ in range(3):                                 # (builds; the layout kept; replayed, handed over)
+            sd.contact_step_derivatives(scene.model, q, v, tau, scene, DT)
+        plan = scene_fused.trajectory_plan(scene, scene.model, DT)
+        settings = friction._step_settings("contact_step", DT, 1e-8, None, "admm", 0.005)
+        derive = derivative_replay.in_the_call(scene, plan[1], 1e-8)
+        assert derive is not None
+        got = plan[0](plan[1], q, v, tau, settings, None, None, True)
+        both = plan[0](plan[1], q, v, tau, settings, None, None, True, derive)
+        shifted = (derive[0], derive[1] + 1) + derive[2:]
+        other = plan[0](plan[1], q, v, tau, settings, None, None, True, shifted)
+        blocks, at, gravity, par = derive[3:]
+        out = got[0]
+        own = blocks(q, v, out[1], out[2], out[3], out[4], out[5], at, got[5], gravity, par)
+        for bad, chain in ((derive[:6], True), (derive, None)):
+            with pytest.raises(TypeError, match="derive"):
+                plan[0](plan[1], q, v, tau, settings, None, None, chain, bad)
+    assert len(both) == 3 and len(other) == 6 and len(own) == 7
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(both[0], got[0]))
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(other[0], got[0]))
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(both[2], own))
 
 
 @pytest.mark.parametrize("name", FUSED)

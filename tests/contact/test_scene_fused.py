@@ -585,3 +585,4 @@ def test_the_native_call_returns_the_layout_its_warm_start_callable_is_given(mak
     assert len(got[2]) == (len(asked[0][2]) if got[1] is None else len(got[1])) >= 1     # (one per contact)
     for x, y in zip(given[0], got[2:]):
         assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+

@@ -45,7 +45,12 @@
    called with ``previous`` as a fifth argument.  ``chain`` True instead (no trajectory): the call
    returns ``(the step's arrays, index, sel, slot, candidates, data)``, the arguments a callable ``warm``
    would be given (the contacts' layout, what a caller that reads it needs) beside the step's answer,
-   with no call back into Python. */
+   with no call back into Python; and with ``derive`` (a 9th argument, optional, beside ``chain`` True): ``(sel,
+   slot, index, blocks, at, gravity, par)``, a layout met before (its ``sel``, ``slot`` and ``index`` as this
+   call returns them) and the Kernel of its derivatives' blocks (``blocks(q, v, v_next, impulses, velocities,
+   report, correction, at, data, gravity, par)``, fused_derivatives's): where the step's layout is that one
+   and the kernel's fast path answers, the call returns ``(the step's arrays, index, the kernel's answer)``
+   instead (a caller differentiating a trajectory's steps meets its layouts again). */
 #define SD_MAXKEYS 1024
 #define SD_MAXCONTACTS 256
 
@@ -395,22 +400,54 @@ static int step_lay_out(const StepPlan *sp, const StepChain *ch, const double *c
     return step_pairs(ch, sp, c, sel, slot, nc, PyArray_DATA((PyArrayObject *)r->warm), &r->cpair, &r->crows);
 }
 
-/* scene_step's answer once the solve ran (r->step, r->index made): the layout's tuple (``layout_out``), the
-   trajectory's (``chain``), else ``(step, index)``; NULL on an error. */
-static PyObject *step_answer(StepRefs *r, int layout_out, PyObject *chain) {
-    if (layout_out)
+/* scene_step's answer once the solve ran (r->step, r->index made): the layout's tuple (``layout_out``: the
+   contacts' ``sel``, ``slot`` of ``nc``), the trajectory's (``chain``), else ``(step, index)``; NULL on an
+   error. */
+static PyObject *step_answer(StepRefs *r, int layout_out, PyObject *chain, const int64_t *sel, const int64_t *slot,
+                             npy_intp nc) {
+    if (layout_out) {
+        if (!r->layout && !(r->layout = step_layout(sel, slot, nc))) return NULL;
         return PyTuple_Pack(6, r->step, r->index, PyTuple_GET_ITEM(r->layout, 0), PyTuple_GET_ITEM(r->layout, 1),
                             PyTuple_GET_ITEM(r->found, 0), r->data);
+    }
     if (!chain) return PyTuple_Pack(2, r->step, r->index);
     PyObject *li = PyTuple_GET_ITEM(r->step, 2);             /* the impulses in the contacts' order */
     r->imp = r->index == Py_None ? Py_NewRef(li) : PyArray_TakeFrom((PyArrayObject *)li, r->index, 0, NULL, NPY_RAISE);
     return r->imp ? PyTuple_Pack(5, r->step, r->index, r->cpair, r->crows, r->imp) : NULL;
 }
 
+/* The derivatives' blocks of the step in ``r`` by ``derive`` (scene_step's ninth argument: ``(sel, slot, index,
+   blocks, at, gravity, par)``, a layout met before and its blocks' kernel) where the step's layout (``sel``,
+   ``slot`` of ``nc`` contacts, r->index) is that one: a new reference to the kernel's answer, NULL where the
+   layout differs or the kernel's fast path declines (no error set), or on an error. */
+static PyObject *step_derived(PyObject *derive, StepRefs *r, const int64_t *sel, const int64_t *slot, npy_intp nc,
+                              PyObject *const *args) {
+    if (!PyTuple_Check(derive) || PyTuple_GET_SIZE(derive) != 7) {
+        PyErr_SetString(PyExc_TypeError, "scene_step: derive must be (sel, slot, index, blocks, at, gravity, par)");
+        return NULL;
+    }
+    PyObject *const *D = &PyTuple_GET_ITEM(derive, 0);
+    PyArrayObject *s0 = plan_array(D[0], 1, NPY_INT64), *s1 = plan_array(D[1], 1, NPY_INT64);
+    PyArrayObject *i0 = D[2] == Py_None ? NULL : plan_array(D[2], 1, NPY_INT64);
+    if (!s0 || !s1 || PyArray_DIM(s0, 0) != nc || PyArray_DIM(s1, 0) != nc || (D[2] == Py_None) != (r->index == Py_None)
+        || memcmp(PyArray_DATA(s0), sel, nc * sizeof *sel) || memcmp(PyArray_DATA(s1), slot, nc * sizeof *slot)
+        || Py_TYPE(D[3]) != &KernelType || ((Kernel *)D[3])->nin != 11)
+        return NULL;
+    if (r->index != Py_None) {
+        PyArrayObject *x = (PyArrayObject *)r->index;
+        if (!i0 || PyArray_DIM(i0, 0) != PyArray_DIM(x, 0)
+            || memcmp(PyArray_DATA(i0), PyArray_DATA(x), PyArray_DIM(x, 0) * sizeof(int64_t)))
+            return NULL;
+    }
+    PyObject *const *out = &PyTuple_GET_ITEM(r->step, 0);
+    PyObject *in[11] = {args[1], args[2], out[1], out[2], out[3], out[4], out[5], D[4], r->data, D[5], D[6]};
+    return Kernel_run((Kernel *)D[3], in, NULL);
+}
+
 /* The step's contacts, warm start and solve once the plan and chain are read: scene_step's answer, None
    where this road declines, NULL on an error. */
 static PyObject *step_run(const StepPlan *sp, const StepChain *ch, PyObject *const *args, PyObject *pre,
-                          PyObject *chain, PyObject *matcher, PyArrayObject *given, int layout_out) {
+                          PyObject *chain, PyObject *matcher, PyArrayObject *given, int layout_out, PyObject *derive) {
     StepRefs r = {NULL};
     PyObject *answer = NULL;
     r.found = step_found(pre, sp, &PyTuple_GET_ITEM(args[0], 0), args[1], args[2]);
@@ -425,7 +462,7 @@ static PyObject *step_run(const StepPlan *sp, const StepChain *ch, PyObject *con
         goto done;
     }
     int matched = step_lay_out(sp, ch, c, sel, slot, nc, &r);
-    if (matched < 0 || ((layout_out || (matcher && !matched)) && !(r.layout = step_layout(sel, slot, nc)))) goto done;
+    if (matched < 0 || (matcher && !matched && !(r.layout = step_layout(sel, slot, nc)))) goto done;
     if (matcher && !matched) {                               /* the warm start of these contacts */
         r.answer = step_asked(matcher, r.layout, PyTuple_GET_ITEM(r.found, 0), r.data,
                               chain ? PyTuple_GET_ITEM(chain, 2) : NULL);
@@ -440,21 +477,32 @@ static PyObject *step_run(const StepPlan *sp, const StepChain *ch, PyObject *con
         memcpy(w + 3 * (sp->mode == 0 ? slot[i] : i), w0 + 3 * i, 3 * sizeof(double));
     PyObject *sin[6] = {args[1], args[2], args[3], args[4], r.warm, r.data};
     r.step = Kernel_run(sp->solve, sin, NULL);
-    if (r.step && (r.index = step_index(sp, slot, nc))) answer = step_answer(&r, layout_out, chain);
+    if (!r.step || !(r.index = step_index(sp, slot, nc))) goto done;
+    PyObject *blocks = derive ? step_derived(derive, &r, sel, slot, nc, args) : NULL;
+    if (blocks) {                                            /* (the layout met before: its blocks beside the step) */
+        answer = PyTuple_Pack(3, r.step, r.index, blocks);
+        Py_DECREF(blocks);
+    } else if (!PyErr_Occurred())
+        answer = step_answer(&r, layout_out, chain, sel, slot, nc);
 done:
     step_release(&r);
     return answer || PyErr_Occurred() ? answer : Py_NewRef(Py_None);
 }
 
 static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 6 || nargs > 8 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 15) {
-        PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm[, found[, chain]])");
+    if (nargs < 6 || nargs > 9 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 15) {
+        PyErr_SetString(PyExc_TypeError, "scene_step(plan, q, v, tau, settings, warm[, found[, chain[, derive]]])");
         return NULL;
     }
     PyObject *pre = nargs >= 7 && args[6] != Py_None ? args[6] : NULL;
-    PyObject *chain = nargs == 8 && args[7] != Py_None ? args[7] : NULL;
+    PyObject *chain = nargs >= 8 && args[7] != Py_None ? args[7] : NULL;
+    PyObject *derive = nargs == 9 && args[8] != Py_None ? args[8] : NULL;
     int layout_out = chain == Py_True;                       /* the contacts' layout returned */
     if (layout_out) chain = NULL;
+    if (derive && !layout_out) {
+        PyErr_SetString(PyExc_TypeError, "scene_step: derive needs the layout returned (chain True)");
+        return NULL;
+    }
     PyObject *matcher = PyCallable_Check(args[5]) ? args[5] : NULL;
     PyArrayObject *given = args[5] == Py_None || matcher ? NULL : plan_array(args[5], 2, NPY_DOUBLE);
     if (args[5] != Py_None && !matcher && (!given || PyArray_DIM(given, 1) != 3)) Py_RETURN_NONE;  /* (not impulses) */
@@ -463,5 +511,5 @@ static PyObject *scene_step(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     int ok = step_plan(&PyTuple_GET_ITEM(args[0], 0), pre != NULL, &sp);
     if (ok <= 0) return ok < 0 ? NULL : Py_NewRef(Py_None);
     if (chain && step_chain(chain, matcher != NULL, sp.K, &ch) < 0) return NULL;
-    return step_run(&sp, &ch, args, pre, chain, matcher, given, layout_out);
+    return step_run(&sp, &ch, args, pre, chain, matcher, given, layout_out, derive);
 }

@@ -19,6 +19,11 @@ selection's of :mod:`~sparsedyn.contact.scene_data` (what
 :func:`~sparsedyn.contact.scene_data.held_contacts` makes its per-body slots from), made in the slots'
 modes' call (:data:`SOURCE`) where each row of ``A`` holds one entry, else with NumPy; a selection
 whose data or modes made so differ from the first road's is not kept (that road then, each time).
+
+Where the callable is one native kernel on the call's own arrays (per-body slots, the call's data, no
+shape told at the hit), the layout last replayed goes into the step's call itself (:func:`in_the_call`,
+kept by :func:`keep_in_the_call`): ``scene_step`` compares the step's layout with it and, where they are
+the same, runs that kernel before it returns, so the step and its derivatives are one native call.
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ from . import scene_data
 from .mesh_plane_loop import _at
 from .slot_modes_native import SOURCE as SLOT_MODES
 
-__all__ = ["replayed", "remember", "pieces_kernel", "SOURCE"]
+__all__ = ["replayed", "remember", "in_the_call", "keep_in_the_call", "pieces_kernel", "SOURCE"]
 
-_KEY = "fused derivatives replay"
+_KEY, _CALL = "fused derivatives replay", "fused derivatives in the step's call"
 
 #: Layouts kept per scene and road (a trajectory meets a few; a new road starts afresh).
 MAX_KEPT = 256
@@ -77,6 +82,23 @@ def replayed(scene, road, tol, got):
         return None
     index = got[1]
     return memo[2].get((got[2].tobytes(), got[3].tobytes(), None if index is None else index.tobytes()))
+
+
+def in_the_call(scene, road, tol):
+    """``scene_step``'s ``derive`` argument for a step on the road's plan ``road`` at tolerance ``tol``: the
+    layout last replayed with its blocks' kernel (:func:`keep_in_the_call`), else None."""
+    kept = scene.cache.get(_CALL)
+    return kept[2] if kept is not None and kept[0] is road and kept[1] == tol else None
+
+
+def keep_in_the_call(scene, road, tol, got, derive, gravity):
+    """Keep for :func:`in_the_call` the layout of the step whose ``scene_step`` call returned ``got`` and
+    whose derivatives ``derive`` made (a callable of :func:`remember`'s): ``(sel, slot, index, blocks, at,
+    gravity, par)``, where ``derive`` is one kernel on the call's arrays (its ``native``: ``(blocks, at,
+    par)``); else nothing."""
+    native = getattr(derive, "native", None)
+    if native is not None:
+        scene.cache[_CALL] = (road, tol, (got[2], got[3], got[1], native[0], native[1], gravity, native[2]))
 
 
 def remember(scene, road, tol, got, plan, slots, in_data, derive):

@@ -33,7 +33,7 @@ from .data_slots import runs_per_body
 from .derivative_blocks_native import scene_blocks_call
 from .friction import StepArrays, _one_step, _options, _road_of, _step_settings, contact_step
 from .scene_derivatives import scene_step_partials
-from .derivative_replay import _data, pieces_kernel, remember, replayed
+from .derivative_replay import _data, in_the_call, keep_in_the_call, pieces_kernel, remember, replayed
 from .scene_fused import _found, fused_step
 from .lazy_modes import mode_codes
 from .mesh_plane_loop import _at
@@ -88,15 +88,22 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
         q, v, tau = _checks.flat_floats(q, v, tau)
     if road is not None and type(q) is type(v) is type(tau) is np.ndarray and (
             warm_start is None or type(warm_start) is np.ndarray):
-        got = road[1](road[2], q, v, tau, road[3], warm_start, None, True)
+        native = in_the_call(scene, road[2], tol)
+        got = road[1](road[2], q, v, tau, road[3], warm_start, None, True, native) if native else \
+            road[1](road[2], q, v, tau, road[3], warm_start, None, True)
         if got is None:
             return None
+        if len(got) == 3:                          # the layout last replayed: its blocks made in the step's call
+            step = _one_step(got[0], got[1], solver, tol)
+            d = _blocks(got[2], step, result)
+            return None if d is None else (step, None, None, d)
         derive = replayed(scene, road[2], tol, got)
         if derive is not None:                     # a layout met before: no FoundContacts, no slots, no plan lookup
             step = _one_step(got[0], got[1], solver, tol)
             blocks = derive(q, v, got, model.gravity)
             d = None if blocks is None else _blocks(blocks, step, result)
             if d is not None:
+                keep_in_the_call(scene, road[2], tol, got, derive, model.gravity)
                 return step, None, None, d
         ran = (got[0], got[1], _found(scene, road[4], got[2], got[3], got[4], got[5], got[1]))
     elif not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == (model.nq,)):
@@ -205,6 +212,7 @@ def _replay_call(plan, pieces, make, got, nq):
         def derive(q, v, got, gravity):
             out = got[0]
             return pb(q, v, out[1], out[2], out[3], out[4], out[5], at, got[5], gravity, pbpar)
+        derive.native = (pb, at, pbpar)            # (one kernel on the call's arrays: the step's call can run it)
         return derive
     if make is None or len(make) != 4:             # the slots' data: the call's, or made of c with NumPy (_data)
         data_of = (lambda got: got[5]) if make is None else (lambda got: _data(make, got[4]))
