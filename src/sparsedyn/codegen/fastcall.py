@@ -69,10 +69,10 @@ def _pasted(name):
 
 
 _LOCAL = re.compile(r'^#include "(\w+\.c)".*$', re.M)
-#: The extension's C source: fastcall.c (the kernels' and methods' types) with the files it includes pasted
-#: in (front.c: a public function's direct road; scene_step.c with warm_match.c: a step in a scene in one
-#: call and a trajectory's warm start; scene_rollout.c: a trajectory's steps, collide's hits; found_batch.c:
-#: a batch's candidates).
+#: The extension's C source, fastcall.c (the kernels' and methods' types) with the files it includes pasted
+#: in, front.c (a public function's direct road), scene_step.c with warm_match.c (a step in a scene in one
+#: call, a trajectory's warm start), scene_rollout.c (a trajectory's steps, collide's hits) and found_batch.c
+#: (a batch's candidates).
 FASTCALL_SOURCE = _pasted("fastcall.c")
 
 _lock = threading.Lock()
