@@ -228,10 +228,10 @@ GO1_V = [8.733605364902651, -6.847389327701289, -1.0492803347868578, -0.45906022
 def test_go1s_trunk_landing_flat_is_solved_by_the_polish():
     """go1 dropped onto the floor (:data:`GO1_Q`, :data:`GO1_V`): the trunk's four corners are the
     redundant set with no rigid motion's targets of
-    :func:`test_a_face_landing_flat_with_one_corner_touching_is_polished` beside six other contacts.  Before, ADMM crept for its whole budget and Gauss-Seidel for 10000 sweeps
-    (11014 iterations, a :class:`~sparsedyn.ContactStepWarning`): now the solve reaches the tolerance
-    within a few hundred iterations, and no open contact carries the ``1e-300`` crumbs of Gauss-Seidel's
-    friction disc."""
+    :func:`test_a_face_landing_flat_with_one_corner_touching_is_polished` beside six other contacts.  Before,
+    ADMM crept for its whole budget and Gauss-Seidel for 10000 sweeps (11014 iterations, a
+    :class:`~sparsedyn.ContactStepWarning`): now the solve reaches the tolerance within a few hundred
+    iterations, and no open contact carries the ``1e-300`` crumbs of Gauss-Seidel's friction disc."""
     from erd import robots_dir
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sd.UrdfWarning)      # (go1's trunk inertia: not a rigid body's)
