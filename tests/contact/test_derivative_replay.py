@@ -82,8 +82,8 @@ IN_THE_CALL = ("box on floor", "tilted box, free slots")
 def test_the_layout_last_replayed_is_differentiated_in_the_steps_call_bit_for_bit(name, monkeypatch):
     """A layout met again whose replayed callable is one kernel on the call's arrays is handed to the step's
     call, which returns its blocks beside the step (the lookup not asked), equal bit for bit to the lookup's
-    road; any other layout is never handed over.  A state of other contacts (lifted clear) then takes the
-    lookup's road however the layout handed over stands."""
+    road, the state given as plain lists too; any other layout is never handed over.  A state of other
+    contacts (lifted clear) then takes the lookup's road however the layout handed over stands."""
     model, scene, q, v, tau, opt = SCENES[name]()
     opt = dict(opt, tol=TOL)
     again = _moved(model, q, 1e-7)                                                 # the same contacts
@@ -94,10 +94,14 @@ def test_the_layout_last_replayed_is_differentiated_in_the_steps_call_bit_for_bi
         d = sd.contact_step_derivatives(model, again, v, tau, scene, DT, **opt)
         assert hits == (["in the call"] if name in IN_THE_CALL else [True]), hits
         hits.clear()
+        listed = sd.contact_step_derivatives(model, again.tolist(), v.tolist(), tuple(tau), scene, DT, **opt)
+        assert hits == (["in the call"] if name in IN_THE_CALL else [True]), hits     # (lists: the same road)
+        hits.clear()
         monkeypatch.setattr(fused_derivatives, "in_the_call", lambda *args: None)
         looked_up = sd.contact_step_derivatives(model, again, v, tau, scene, DT, **opt)
         assert hits == [True]
     _equal(d, looked_up, name)
+    _equal(listed, looked_up, name)
     if name == "box on floor":
         up = lifted(q, 0.5)
         with sd.use_backend("native", deterministic=True):
