@@ -18,7 +18,8 @@ slots' routine through an entry that writes only what the derivatives read, the 
 the step wrote them).  A step whose call returns the candidates, slots and kernel rows of a step
 before it (a trajectory's steps keep their contacts) skips the FoundContacts, the slots and the plan's
 lookup: :mod:`~sparsedyn.contact.derivative_replay` keeps them per such layout (the data slots' per-body
-data gathered in the slots' call).
+data gathered in the slots' call); the layout last so replayed, where its derivatives are one kernel on the
+call's arrays, goes into the step's call, which writes them too (one native call).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def fused_derivatives(model, q, v, tau, scene, dt, options, result):
     ``result`` (:class:`~sparsedyn.contact.friction_derivatives.ContactStepDerivatives`) where the plan's calls
     made them (``slotted`` then None), else None with the :class:`Slotted` (or None: no slot) the
     caller's road differentiates; None where the fused road does not apply (no step taken: the
-    caller's road)."""
+    caller's road), or where the blocks made in the step's call leave the state to the caller's road (its
+    step taken again there)."""
     if options:
         if options.get("f_ext") is not None or options.get("gravity") is not None:
             return None
