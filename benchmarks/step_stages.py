@@ -6,10 +6,11 @@ derivatives' pieces.
 
 For a scene of :mod:`bench_scene` at MuJoCo's settled state: the step's slots (as the step lays them
 out), then per piece of :func:`~sparsedyn.contact.friction_kernel.contact_step_kernel`'s loop
-(``init``, the stages ``g0`` ... ``g7``, ``fin``) its straight-line operations (the IR's arithmetic
+(``init``, the stages ``g0`` ... ``g12``, ``fin``) its straight-line operations (the IR's arithmetic
 nodes, each a line of the compiled code), its dense block products and their multiply-adds (loops in
 the compiled code; counted without the run-time bounds of the slots in use), and how many times the
-NumPy reference runs it from a cold start.  A piece's cost per step is about its work times its runs:
+NumPy reference runs it from a cold start and from a warm start (the cold step's own impulses, as
+:mod:`bench_scene`'s warm-started row).  A piece's cost per step is about its work times its runs:
 where that is large against the ADMM iteration's (``g2``), the step spends its time outside ADMM.
 
 ``--derivatives``: the pieces' program of that state's step (:func:`~sparsedyn.scene_step_partials`, the
@@ -61,27 +62,33 @@ def stage_table(name):
     settings = np.array([dt, 1e-8, 300.0, 10000.0, 0.005])
     prog = fk._step_program(model, {"frames": slots.frames}, ())
     init, stages, finish = fk._pieces(model, frames, ())
-    runs = []
 
-    def counted(k, f):
-        def run(*a):
-            runs.append(k)
-            return f(*a)
-        return run
+    def runs_from(warm):
+        runs = []
 
-    run_stages(init, [counted(k, f) for k, f in enumerate(stages)], finish,
-               [q, v, tau, settings, np.zeros((len(frames), 3)), slots.data])
-    times = Counter(runs)
+        def counted(k, f):
+            def run(*a):
+                runs.append(k)
+                return f(*a)
+            return run
+        out = run_stages(init, [counted(k, f) for k, f in enumerate(stages)], finish,
+                         [q, v, tau, settings, warm, slots.data])[0]
+        return runs, out[2]
+
+    runs, impulses = runs_from(np.zeros((len(frames), 3)))
+    # warm-started from the cold step's own impulses (as bench_scene's warm row, and a rollout's steps nearly)
+    warm_runs = runs_from(impulses)[0]
+    times, warm_times = Counter(runs), Counter(warm_runs)
     print(f"{name}: nv={model.nv}, {len(frames)} slots ({3 * len(frames)} rows); stage runs of a cold step: "
-          f"{' '.join(f'g{k}' for k in runs)}")
+          f"{' '.join(f'g{k}' for k in runs)}; warm-started: {' '.join(f'g{k}' for k in warm_runs)}")
     print(f"  {'piece':6s} {'operations':>11s} {'blocks':>7s} {'multiply-adds':>14s} {'runs':>5s} "
-          f"{'operations x runs':>18s} {'multiply-adds x runs':>21s}")
-    pieces = [("init", prog.init, 1)] + [(f"g{k}", p, times[k]) for k, p in enumerate(prog.stages)] + \
-        [("fin", prog.finish, 1)]
-    for tag, p, n in pieces:
+          f"{'operations x runs':>18s} {'multiply-adds x runs':>21s} {'warm runs':>10s}")
+    pieces = [("init", prog.init, 1, 1)] + \
+        [(f"g{k}", p, times[k], warm_times[k]) for k, p in enumerate(prog.stages)] + [("fin", prog.finish, 1, 1)]
+    for tag, p, n, w in pieces:
         ops = sum(1 for op, _, _ in p.nodes if op > CONST and op != MATMUL)
         pairs = sum(int(b.pairs.sum()) for b in p.blocks)
-        print(f"  {tag:6s} {ops:11d} {len(p.blocks):7d} {pairs:14d} {n:5d} {ops * n:18d} {pairs * n:21d}")
+        print(f"  {tag:6s} {ops:11d} {len(p.blocks):7d} {pairs:14d} {n:5d} {ops * n:18d} {pairs * n:21d} {w:10d}")
 
 
 def derivative_table(name):
