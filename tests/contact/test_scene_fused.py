@@ -46,6 +46,12 @@ def _arm():
     return scene, q, v, np.r_[np.zeros(6), 0.5, -0.5]
 
 
+def _arm_driven():
+    """:func:`_arm` with its shoulder driven harder (2 N m): a contact leaves within the rollout and
+    comes back (with :func:`_arm`'s torques the arm comes to rest on its five contacts)."""
+    return _arm()[:3] + (np.r_[np.zeros(6), 2.0, -0.5],)
+
+
 #: A table: a world box whose top face is the floor's plane (z = 0)
 TABLE = sd.Shape("box", (3.0, 3.0, 0.2), placement=(np.eye(3), [0.0, 0.0, -0.1]), name="table")
 
@@ -54,6 +60,11 @@ def _arm_on_box():
     """:func:`_arm` on a table's top instead of the floor: capsule-box contacts (and the self-contact)."""
     _, q, v, tau = _arm()
     return sd.Scene(ARM, world=[TABLE], friction=0.8), q, v, tau
+
+
+def _arm_driven_on_box():
+    """:func:`_arm_driven` on :func:`_arm_on_box`'s table."""
+    return _arm_on_box()[:3] + _arm_driven()[3:]
 
 
 def _ball_on_box():
@@ -241,7 +252,8 @@ def _turned_dumbbell():
             np.zeros(model.nv))
 
 
-@pytest.mark.parametrize("make", [_tilted_drop, _arm, _arm_on_box, _tilted_drop_on_box, _turned_dumbbell])
+@pytest.mark.parametrize("make", [_tilted_drop, _arm_driven, _arm_driven_on_box, _tilted_drop_on_box,
+                                  _turned_dumbbell])
 def test_a_fused_rollout_is_the_python_roads_rollout_bit_for_bit(make, monkeypatch):
     """A rollout whose steps take the fused road where the layout holds their contacts (each warm-started
     in the native call from the step before's matched impulses) is the rollout on the Python road

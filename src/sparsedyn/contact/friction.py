@@ -24,13 +24,13 @@ body's axes at the start of the step, its linear velocity held in the world (``v
 in the axes after the step; so a rolling sphere keeps its speed and a body spinning in the air gains
 no energy,
 
-where ``b`` is zero but for the normal entry of a contact above the plane by more than
-``TOUCHING_GAP`` (0.1 um): ``gap / dt`` (a *speculative* contact: the point may close its gap
-within the step, not more, so a contact above the plane by more than it can travel in ``dt`` is
-open, and a falling robot does not pass through the ground; a smaller gap is touching: a push of a
-few nanometres per step, which a load-bearing point of a redundant, jointed contact set can only
-follow by slipping at the edge of its friction cone, is a degenerate problem the solver creeps on).  ``lambda`` solves the nonlinear complementarity problem of Coulomb's law
-with De Saxcé's correction ``Phi(u) = [0, 0, mu |u_t|]`` (exact Coulomb friction: maximal
+where ``b`` is zero but for the normal entry of a contact above the plane by more than ``TOUCHING_GAP``
+(5 um): ``gap / dt`` (a *speculative* contact: the point may close its gap within the step, not more, so a
+contact above the plane by more than it can travel in ``dt`` is open, and a falling robot does not pass
+through the ground; a smaller gap is touching: a push of a few micrometres per step, which a load-bearing
+point of a redundant, jointed contact set can only follow by slipping at the edge of its friction cone, is
+a degenerate problem the solver creeps on).  ``lambda`` solves the nonlinear complementarity problem of
+Coulomb's law with De Saxcé's correction ``Phi(u) = [0, 0, mu |u_t|]`` (exact Coulomb friction: maximal
 dissipation, no spurious normal velocity while sliding; De Saxcé and Feng, "The bipotential
 method", 1998)::
 

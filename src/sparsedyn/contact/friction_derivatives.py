@@ -17,7 +17,7 @@ and the implicit function theorem differentiates it: each contact keeps the equa
   derivative ``dt = (I - t t^T) du_t / |u_t|`` is part of the linearisation;
 
 with ``u = J(q) v+ + b(q)``, ``b`` the speculative gap term ``[0, 0, gap / dt]`` for ``gap >= TOUCHING_GAP``
-(0.1 um), else 0.  Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
+(5 um), else 0.  Differentiating the balance ``r = dt (RNEA(q, v, (v+ - v) / dt) - tau) - J(q)^T lambda = 0``::
 
     dv+ = H^-1 (J^T dlambda - r_x dx)          r_q = dt dRNEA/dq - d(J^T lambda)/dq,
                                                r_v = dt dRNEA/dv - H (1 + dt T' + Y'),   r_tau = -dt I
